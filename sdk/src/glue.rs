@@ -1,0 +1,117 @@
+//! Adapters from the SDK traits to the generated world bindings. Used by the export macros only.
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+
+use crate::bindings::{sink, source, wit};
+use crate::{Config, Connector, SinkConnector, SinkTask, SourceConnector, SourceTask};
+
+/// Exports a [`SourceConnector`] as the `source-connector` world.
+pub struct SourcePlugin<C>(PhantomData<C>);
+
+/// Exports a [`SinkConnector`] as the `sink-connector` world.
+pub struct SinkPlugin<C>(PhantomData<C>);
+
+/// A task behind a resource handle; the worker calls one method at a time.
+pub struct TaskCell<T>(RefCell<T>);
+
+type WitResult<T> = Result<T, wit::PluginError>;
+
+fn task_configs<C: Connector>(config: wit::Config, max_tasks: u32) -> WitResult<Vec<wit::Config>> {
+    let configs = C::task_configs(&Config::from(config), max_tasks)?;
+    Ok(configs.into_iter().map(Into::into).collect())
+}
+
+fn validate<C: Connector>(config: wit::Config) -> Vec<wit::ConfigError> {
+    C::validate(&Config::from(config))
+        .into_iter()
+        .map(Into::into)
+        .collect()
+}
+
+impl<C: SourceConnector> source::exports::wasm_connect::plugin::connector::Guest
+    for SourcePlugin<C>
+{
+    fn spec() -> wit::ConnectorSpec {
+        C::spec().into_wit(wit::ConnectorKind::Source)
+    }
+    fn validate(config: wit::Config) -> Vec<wit::ConfigError> {
+        validate::<C>(config)
+    }
+    fn task_configs(config: wit::Config, max_tasks: u32) -> WitResult<Vec<wit::Config>> {
+        task_configs::<C>(config, max_tasks)
+    }
+}
+
+impl<C: SinkConnector> sink::exports::wasm_connect::plugin::connector::Guest for SinkPlugin<C> {
+    fn spec() -> wit::ConnectorSpec {
+        C::spec().into_wit(wit::ConnectorKind::Sink)
+    }
+    fn validate(config: wit::Config) -> Vec<wit::ConfigError> {
+        validate::<C>(config)
+    }
+    fn task_configs(config: wit::Config, max_tasks: u32) -> WitResult<Vec<wit::Config>> {
+        task_configs::<C>(config, max_tasks)
+    }
+}
+
+mod source_task {
+    pub use crate::bindings::source::exports::wasm_connect::plugin::source::{
+        Guest, GuestSourceTask, SourceTask as Handle,
+    };
+}
+
+impl<C: SourceConnector> source_task::Guest for SourcePlugin<C> {
+    type SourceTask = TaskCell<C::Task>;
+}
+
+impl<T: SourceTask> source_task::GuestSourceTask for TaskCell<T> {
+    fn create(config: wit::Config) -> WitResult<source_task::Handle> {
+        let task = T::create(Config::from(config))?;
+        Ok(source_task::Handle::new(TaskCell(RefCell::new(task))))
+    }
+    fn poll(&self, max_records: u32) -> WitResult<Vec<wit::SourceRecord>> {
+        Ok(self.0.borrow_mut().poll(max_records)?)
+    }
+    fn commit(&self, positions: Vec<wit::SourcePosition>) -> WitResult<()> {
+        Ok(self.0.borrow_mut().commit(positions)?)
+    }
+    fn stop(&self) {
+        self.0.borrow_mut().stop();
+    }
+}
+
+mod sink_task {
+    pub use crate::bindings::sink::exports::wasm_connect::plugin::sink::{
+        Guest, GuestSinkTask, SinkTask as Handle,
+    };
+}
+
+impl<C: SinkConnector> sink_task::Guest for SinkPlugin<C> {
+    type SinkTask = TaskCell<C::Task>;
+}
+
+impl<T: SinkTask> sink_task::GuestSinkTask for TaskCell<T> {
+    fn create(config: wit::Config) -> WitResult<sink_task::Handle> {
+        let task = T::create(Config::from(config))?;
+        Ok(sink_task::Handle::new(TaskCell(RefCell::new(task))))
+    }
+    fn open(&self, partitions: Vec<wit::TopicPartition>) -> WitResult<()> {
+        Ok(self.0.borrow_mut().open(partitions)?)
+    }
+    fn close(&self, partitions: Vec<wit::TopicPartition>) -> WitResult<()> {
+        Ok(self.0.borrow_mut().close(partitions)?)
+    }
+    fn put(&self, records: Vec<wit::SinkRecord>) -> WitResult<Vec<wit::RecordFailure>> {
+        Ok(self.0.borrow_mut().put(records)?)
+    }
+    fn flush(
+        &self,
+        offsets: Vec<wit::TopicPartitionOffset>,
+    ) -> WitResult<Vec<wit::TopicPartitionOffset>> {
+        Ok(self.0.borrow_mut().flush(offsets)?)
+    }
+    fn stop(&self) {
+        self.0.borrow_mut().stop();
+    }
+}
