@@ -1,0 +1,63 @@
+//! The `wasm-connect` command line.
+
+mod plugins;
+mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A Kafka Connect worker whose connectors are WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "wasm-connect", version, about)]
+pub struct Cli {
+    /// Where compiled plugins are cached [default: $XDG_CACHE_HOME/wasm-connect or ~/.cache/wasm-connect].
+    #[arg(long, global = true, env = "WASM_CONNECT_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+
+    /// Compile plugins every time instead of using the compile cache.
+    #[arg(long, global = true)]
+    pub no_cache: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Look at the plugins in a plugin directory.
+    #[command(subcommand)]
+    Plugins(plugins::PluginsCommand),
+}
+
+impl Cli {
+    /// Run the command; the exit code says whether it worked.
+    pub async fn run(self) -> ExitCode {
+        let cache_dir = if self.no_cache {
+            None
+        } else {
+            self.cache_dir.or_else(default_cache_dir)
+        };
+        let result = match self.command {
+            Command::Plugins(command) => plugins::run(command, cache_dir).await,
+        };
+        match result {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// `$XDG_CACHE_HOME/wasm-connect`, else `~/.cache/wasm-connect`.
+fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("wasm-connect"))
+}

@@ -1,0 +1,167 @@
+//! A plugin file: read, checked against the contract, compiled (or loaded from the compile
+//! cache) and described by its own `spec()`.
+
+pub mod contract;
+pub mod spec;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wasmtime::component::Component;
+
+pub use contract::{Version, World};
+pub use spec::{ConfigKey, Kind, PluginSpec};
+
+use crate::sandbox::cache::sha256_hex;
+use crate::sandbox::{ConnectorInstance, InstanceContext, Origin, Sandbox};
+
+/// A loaded, validated plugin.
+pub struct Plugin {
+    /// The file it was loaded from.
+    pub path: PathBuf,
+    /// SHA-256 of the file's bytes, hex.
+    pub sha256: String,
+    /// The world it implements.
+    pub world: World,
+    /// The contract version it was built against.
+    pub contract: Version,
+    /// What it says about itself.
+    pub spec: PluginSpec,
+    /// Compiled or loaded from the cache.
+    pub origin: Origin,
+    /// The compiled component, ready to instantiate.
+    pub component: Component,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("path", &self.path)
+            .field("name", &self.spec.name)
+            .field("version", &self.spec.version)
+            .field("world", &self.world)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A plugin file that cannot be used, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot load plugin {}: {reason}", path.display())]
+pub struct LoadError {
+    /// The file.
+    pub path: PathBuf,
+    /// What is wrong with it and what to do.
+    pub reason: String,
+}
+
+/// The first bytes of every WebAssembly binary.
+const WASM_MAGIC: &[u8; 4] = b"\0asm";
+/// The version field of a core module (a component has a different one).
+const CORE_MODULE_VERSION: [u8; 4] = [1, 0, 0, 0];
+
+impl Plugin {
+    /// Load the plugin in `path`.
+    pub async fn load(sandbox: &Sandbox, path: &Path) -> Result<Arc<Plugin>, LoadError> {
+        let fail = |reason: String| LoadError {
+            path: path.to_owned(),
+            reason,
+        };
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|e| fail(format!("cannot read the file: {e}")))?;
+        Self::from_bytes(sandbox, path, &bytes).await.map_err(fail)
+    }
+
+    async fn from_bytes(
+        sandbox: &Sandbox,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<Arc<Plugin>, String> {
+        check_header(bytes)?;
+        let sha256 = sha256_hex(bytes);
+        let (component, origin) = sandbox
+            .compile(bytes, &sha256)
+            .map_err(|e| invalid_component(bytes, &e))?;
+        let engine = sandbox.engine();
+        let ty = component.component_type();
+        let export_names: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
+        let (world, contract) = contract::detect(export_names.iter().map(String::as_str))?;
+        sandbox.linker().instantiate_pre(&component).map_err(|e| {
+            format!(
+                "it needs imports this worker does not provide ({e}); a plugin may import only {} and WASI 0.2",
+                contract::PACKAGE
+            )
+        })?;
+        let label = format!("plugin:{}", path.display());
+        let mut instance =
+            ConnectorInstance::new(sandbox, &component, world, &InstanceContext::bare(label))
+                .await
+                .map_err(|e| format!("it cannot be instantiated: {e:#}"))?;
+        let spec: PluginSpec = instance
+            .spec()
+            .await
+            .map_err(|e| format!("its spec() call failed: {e}"))?
+            .into();
+        check_spec(&spec, world)?;
+        Ok(Arc::new(Plugin {
+            path: path.to_owned(),
+            sha256,
+            world,
+            contract,
+            spec,
+            origin,
+            component,
+        }))
+    }
+}
+
+fn check_header(bytes: &[u8]) -> Result<(), String> {
+    if bytes.len() < 8 {
+        return Err(format!(
+            "the file is {} bytes long, too short to be a WebAssembly component (truncated?)",
+            bytes.len()
+        ));
+    }
+    if &bytes[..4] != WASM_MAGIC {
+        return Err("it is not a WebAssembly file (it does not start with \\0asm)".to_owned());
+    }
+    if bytes[4..8] == CORE_MODULE_VERSION {
+        return Err("it is a core WebAssembly module, not a component; build plugins for the wasm32-wasip2 target (cargo build --target wasm32-wasip2)".to_owned());
+    }
+    Ok(())
+}
+
+fn invalid_component(bytes: &[u8], error: &wasmtime::Error) -> String {
+    let detail = format!("{error:#}");
+    if detail.contains("unexpected end") || detail.contains("out of bounds") {
+        format!(
+            "the file is truncated or corrupt ({} bytes; {detail}); copy it again",
+            bytes.len()
+        )
+    } else {
+        format!("it is not a valid WebAssembly component: {detail}")
+    }
+}
+
+fn check_spec(spec: &PluginSpec, world: World) -> Result<(), String> {
+    let kind_matches = matches!(
+        (spec.kind, world),
+        (Kind::Source, World::Source) | (Kind::Sink, World::Sink)
+    );
+    if !kind_matches {
+        return Err(format!(
+            "its spec() says kind {} but it implements the {world}-connector world",
+            spec.kind
+        ));
+    }
+    if spec.name.trim().is_empty() || spec.name.chars().any(char::is_whitespace) {
+        return Err(format!(
+            "its spec() name {:?} is empty or contains whitespace",
+            spec.name
+        ));
+    }
+    if spec.version.trim().is_empty() {
+        return Err("its spec() version is empty".to_owned());
+    }
+    Ok(())
+}

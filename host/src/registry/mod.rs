@@ -1,0 +1,284 @@
+//! The plugin registry: every `.wasm` file in the plugin directory (`plugin.path`), loaded on
+//! start and kept current while the worker runs. Files that are added, replaced or removed are
+//! noticed by a periodic scan; a broken file is reported and skipped, never fatal. Plugins are
+//! addressed by the name and version their `spec()` returns.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{Mutex, watch};
+
+use crate::plugin::{LoadError, Plugin};
+use crate::sandbox::Sandbox;
+
+/// What one scan changed.
+#[derive(Debug, Default)]
+pub struct ScanReport {
+    /// Plugins from files not seen before.
+    pub added: Vec<Arc<Plugin>>,
+    /// Plugins from files whose content changed.
+    pub replaced: Vec<Arc<Plugin>>,
+    /// Files that disappeared (and held a plugin).
+    pub removed: Vec<PathBuf>,
+    /// Files that could not be loaded in this scan.
+    pub failed: Vec<LoadError>,
+}
+
+impl ScanReport {
+    /// Whether the set of available plugins changed.
+    pub fn changed(&self) -> bool {
+        !(self.added.is_empty() && self.replaced.is_empty() && self.removed.is_empty())
+    }
+}
+
+/// Identifies one version of a file's content without reading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    inode: u64,
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(meta);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Self {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            inode,
+        }
+    }
+}
+
+struct Entry {
+    stamp: Stamp,
+    loaded: Result<Arc<Plugin>, LoadError>,
+}
+
+/// The set of plugins in one directory.
+pub struct Registry {
+    sandbox: Arc<Sandbox>,
+    dir: PathBuf,
+    files: RwLock<BTreeMap<PathBuf, Entry>>,
+    scanning: Mutex<()>,
+    generation: watch::Sender<u64>,
+}
+
+impl Registry {
+    /// A registry of the plugins in `dir`; empty until the first [`Registry::scan`].
+    pub fn new(sandbox: Arc<Sandbox>, dir: impl Into<PathBuf>) -> Arc<Self> {
+        Arc::new(Self {
+            sandbox,
+            dir: dir.into(),
+            files: RwLock::new(BTreeMap::new()),
+            scanning: Mutex::new(()),
+            generation: watch::channel(0).0,
+        })
+    }
+
+    /// The plugin directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The sandbox plugins are compiled and run in.
+    pub fn sandbox(&self) -> &Arc<Sandbox> {
+        &self.sandbox
+    }
+
+    /// Bring the registry up to date with the directory. Fails only when the directory itself
+    /// cannot be read; a bad file is recorded in the report and in [`Registry::failures`].
+    pub async fn scan(&self) -> Result<ScanReport, String> {
+        let _one_at_a_time = self.scanning.lock().await;
+        let present = list_wasm_files(&self.dir)?;
+        let mut report = ScanReport::default();
+
+        let known: Vec<(PathBuf, Stamp, Option<String>)> = self
+            .read()
+            .iter()
+            .map(|(p, e)| {
+                let sha = e.loaded.as_ref().ok().map(|p| p.sha256.clone());
+                (p.clone(), e.stamp.clone(), sha)
+            })
+            .collect();
+
+        for (path, stamp) in &present {
+            let previous = known.iter().find(|(p, _, _)| p == path);
+            if previous.is_some_and(|(_, s, _)| s == stamp) {
+                continue;
+            }
+            let loaded = Plugin::load(&self.sandbox, path).await;
+            let previous_sha = previous.and_then(|(_, _, sha)| sha.clone());
+            match &loaded {
+                Ok(plugin) if previous_sha.as_deref() == Some(plugin.sha256.as_str()) => {}
+                Ok(plugin) => {
+                    tracing::info!(
+                        plugin = %plugin.spec.name,
+                        version = %plugin.spec.version,
+                        kind = %plugin.spec.kind,
+                        file = %path.display(),
+                        origin = ?plugin.origin,
+                        "{} plugin",
+                        if previous.is_some() { "replaced" } else { "loaded" }
+                    );
+                    if previous.is_some() {
+                        report.replaced.push(plugin.clone());
+                    } else {
+                        report.added.push(plugin.clone());
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!("skipping plugin file: {error}");
+                    if previous_sha.is_some() {
+                        report.removed.push(path.clone());
+                    }
+                    report.failed.push(error.clone());
+                }
+            }
+            self.write().insert(
+                path.clone(),
+                Entry {
+                    stamp: stamp.clone(),
+                    loaded,
+                },
+            );
+        }
+
+        for (path, _, sha) in &known {
+            if !present.iter().any(|(p, _)| p == path) {
+                self.write().remove(path);
+                if sha.is_some() {
+                    tracing::info!(file = %path.display(), "plugin file removed");
+                    report.removed.push(path.clone());
+                }
+            }
+        }
+
+        if report.changed() {
+            self.generation.send_modify(|g| *g += 1);
+        }
+        Ok(report)
+    }
+
+    /// Scan every `interval` until the returned task is aborted, so the registry follows the
+    /// directory without a restart.
+    pub fn watch(self: &Arc<Self>, interval: Duration) -> tokio::task::JoinHandle<()> {
+        let registry = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                if let Err(e) = registry.scan().await {
+                    tracing::warn!("cannot scan the plugin directory: {e}");
+                }
+            }
+        })
+    }
+
+    /// A receiver that sees a new value whenever the set of plugins changes.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    /// Every usable plugin, ordered by name, then version, then file.
+    pub fn plugins(&self) -> Vec<Arc<Plugin>> {
+        let mut plugins: Vec<Arc<Plugin>> = self
+            .read()
+            .values()
+            .filter_map(|e| e.loaded.as_ref().ok().cloned())
+            .collect();
+        plugins.sort_by(|a, b| {
+            (&a.spec.name, version_key(&a.spec.version), &a.path).cmp(&(
+                &b.spec.name,
+                version_key(&b.spec.version),
+                &b.path,
+            ))
+        });
+        plugins
+    }
+
+    /// The files that could not be loaded, with the reason.
+    pub fn failures(&self) -> Vec<LoadError> {
+        self.read()
+            .values()
+            .filter_map(|e| e.loaded.as_ref().err().cloned())
+            .collect()
+    }
+
+    /// The plugin called `name` at `version`, or at its highest version when `version` is
+    /// `None`. When two files hold the same name and version, the first by path wins.
+    pub fn find(&self, name: &str, version: Option<&str>) -> Option<Arc<Plugin>> {
+        let candidates = self
+            .plugins()
+            .into_iter()
+            .filter(|p| p.spec.name == name && version.is_none_or(|v| p.spec.version == v));
+        match version {
+            Some(_) => candidates.into_iter().next(),
+            None => candidates.max_by(|a, b| {
+                version_key(&a.spec.version)
+                    .cmp(&version_key(&b.spec.version))
+                    .then_with(|| b.path.cmp(&a.path))
+            }),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<PathBuf, Entry>> {
+        self.files.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<PathBuf, Entry>> {
+        self.files.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Orders versions numerically where they are numbers (`0.10.0` after `0.9.0`).
+fn version_key(version: &str) -> Vec<(u64, String)> {
+    version
+        .split(['.', '-', '+'])
+        .map(|part| match part.parse::<u64>() {
+            Ok(n) => (n, String::new()),
+            Err(_) => (u64::MAX, part.to_owned()),
+        })
+        .collect()
+}
+
+/// The `.wasm` regular files directly in `dir`, with their stamps.
+fn list_wasm_files(dir: &Path) -> Result<Vec<(PathBuf, Stamp)>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        format!(
+            "cannot read the plugin directory {}: {e}; set plugin.path (or --dir) to a directory of .wasm files",
+            dir.display()
+        )
+    })?;
+    let mut files = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("wasm") {
+            continue;
+        }
+        // Follows symlinks, so a linked plugin counts as the file it points to.
+        match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_file() => files.push((path, Stamp::of(&meta))),
+            _ => {}
+        }
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_key;
+
+    #[test]
+    fn versions_order_numerically() {
+        assert!(version_key("0.10.0") > version_key("0.9.0"));
+        assert!(version_key("1.0.0") > version_key("0.99.99"));
+    }
+}

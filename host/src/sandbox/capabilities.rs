@@ -1,0 +1,171 @@
+//! Capabilities: what a plugin instance may touch outside its own memory. Everything is denied
+//! unless the connector config grants it, and this module is the only place that turns a
+//! config into WASI permissions.
+//!
+//! Granted: host directories listed in `sandbox.fs.read` (read-only) and `sandbox.fs.write`
+//! (read-write), visible to the plugin under the same absolute paths. Never granted: the
+//! environment, arguments, stdin, sockets and name lookup. Stdout and stderr go to the logs.
+
+use std::path::{Path, PathBuf};
+
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
+
+use super::state::Tags;
+use super::stdio::{LogStream, Stream};
+use crate::config_keys::{FS_READ, FS_WRITE};
+
+/// One granted directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirGrant {
+    /// The directory on the host, canonical (symlinks resolved).
+    pub host: PathBuf,
+    /// The path under which the plugin sees it: the path as configured.
+    pub guest: String,
+    /// Whether the plugin may create, write and delete files in it.
+    pub writable: bool,
+}
+
+/// The capabilities of one connector's instances.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    dirs: Vec<DirGrant>,
+}
+
+impl Grants {
+    /// No capabilities at all (used to read a plugin's spec).
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// The grants a connector config makes. Every path must be an absolute path to an existing
+    /// directory; an error names the key and the path.
+    pub fn from_config(config: &[(String, String)]) -> Result<Self, String> {
+        let mut dirs: Vec<DirGrant> = Vec::new();
+        for (key, value) in config {
+            let writable = match key.as_str() {
+                FS_READ => false,
+                FS_WRITE => true,
+                _ => continue,
+            };
+            for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                let grant = dir_grant(key, item, writable)?;
+                match dirs.iter_mut().find(|d| d.guest == grant.guest) {
+                    // A directory granted both ways is writable.
+                    Some(existing) => existing.writable |= grant.writable,
+                    None => dirs.push(grant),
+                }
+            }
+        }
+        Ok(Self { dirs })
+    }
+
+    /// The granted directories.
+    pub fn dirs(&self) -> &[DirGrant] {
+        &self.dirs
+    }
+
+    /// Build the WASI context of one instance: these directories, logging stdio, nothing else.
+    pub(crate) fn wasi_ctx(&self, tags: &Tags) -> wasmtime::Result<WasiCtx> {
+        let mut builder = WasiCtxBuilder::new();
+        builder
+            .stdout(LogStream {
+                tags: tags.clone(),
+                stream: Stream::Stdout,
+            })
+            .stderr(LogStream {
+                tags: tags.clone(),
+                stream: Stream::Stderr,
+            })
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        for dir in &self.dirs {
+            let perms = if dir.writable {
+                wasmtime_wasi::FsPerms::ReadWrite
+            } else {
+                wasmtime_wasi::FsPerms::ReadOnly
+            };
+            builder.preopened_dir(&dir.host, &dir.guest, perms)?;
+        }
+        Ok(builder.build())
+    }
+}
+
+fn dir_grant(key: &str, item: &str, writable: bool) -> Result<DirGrant, String> {
+    let path = Path::new(item);
+    if !path.is_absolute() {
+        return Err(format!(
+            "{key}: {item:?} is not an absolute path; grant directories by absolute path"
+        ));
+    }
+    let host = path
+        .canonicalize()
+        .map_err(|e| format!("{key}: cannot use {item:?}: {e}"))?;
+    if !host.is_dir() {
+        return Err(format!(
+            "{key}: {item:?} is not a directory; grant its parent directory"
+        ));
+    }
+    let guest = item.trim_end_matches('/');
+    let guest = if guest.is_empty() { "/" } else { guest };
+    Ok(DirGrant {
+        host,
+        guest: guest.to_owned(),
+        writable,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, String)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn grants_come_only_from_the_sandbox_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_str().unwrap().to_owned();
+        let grants = Grants::from_config(&cfg(&[
+            ("file", "/etc/passwd".into()),
+            (FS_READ, format!("{path}/")),
+        ]))
+        .unwrap();
+        assert_eq!(grants.dirs().len(), 1);
+        assert_eq!(grants.dirs()[0].guest, path);
+        assert!(!grants.dirs()[0].writable);
+        assert!(Grants::from_config(&[]).unwrap().dirs().is_empty());
+    }
+
+    #[test]
+    fn read_and_write_of_one_directory_is_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_str().unwrap().to_owned();
+        let grants =
+            Grants::from_config(&cfg(&[(FS_READ, path.clone()), (FS_WRITE, path)])).unwrap();
+        assert_eq!(grants.dirs().len(), 1);
+        assert!(grants.dirs()[0].writable);
+    }
+
+    #[test]
+    fn bad_grants_name_key_and_path() {
+        let err = Grants::from_config(&cfg(&[(FS_READ, "relative/dir".into())])).unwrap_err();
+        assert!(
+            err.starts_with(FS_READ) && err.contains("relative/dir"),
+            "{err}"
+        );
+        let err = Grants::from_config(&cfg(&[(FS_WRITE, "/no/such/dir".into())])).unwrap_err();
+        assert!(
+            err.starts_with(FS_WRITE) && err.contains("/no/such/dir"),
+            "{err}"
+        );
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let err =
+            Grants::from_config(&cfg(&[(FS_READ, file.path().display().to_string())])).unwrap_err();
+        assert!(err.contains("not a directory"), "{err}");
+    }
+}

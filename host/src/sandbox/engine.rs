@@ -1,0 +1,139 @@
+//! The worker's single wasmtime engine: configuration, the epoch ticker behind call deadlines,
+//! the compile cache and the linker with the host imports.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Engine, Store, UpdateDeadline};
+
+use super::bindings;
+use super::cache::{CompileCache, Origin};
+use super::capabilities::Grants;
+use super::limits::{EPOCH_TICK, Limits, Meter};
+use super::state::{HostState, NoOffsets, OffsetReader, Tags};
+
+/// Everything an instance is created with besides the component.
+#[derive(Clone)]
+pub struct InstanceContext {
+    /// Connector name and task id, for logs and errors.
+    pub tags: Tags,
+    /// What the instance may touch.
+    pub grants: Grants,
+    /// Memory and CPU limits.
+    pub limits: Limits,
+    /// The connector's committed source offsets.
+    pub offsets: Arc<dyn OffsetReader>,
+    /// Notified when the plugin calls `context.request-reconfiguration`.
+    pub reconfigure: Arc<Notify>,
+}
+
+impl InstanceContext {
+    /// A context with no capabilities, default limits and no offsets, for `connector`.
+    pub fn bare(connector: impl Into<String>) -> Self {
+        Self {
+            tags: Tags {
+                connector: connector.into(),
+                task: None,
+            },
+            grants: Grants::none(),
+            limits: Limits::default(),
+            offsets: Arc::new(NoOffsets),
+            reconfigure: Arc::new(Notify::new()),
+        }
+    }
+}
+
+/// The engine wrapper: one per worker, shared by every plugin instance.
+pub struct Sandbox {
+    engine: Engine,
+    linker: Linker<HostState>,
+    cache: CompileCache,
+}
+
+impl Sandbox {
+    /// A sandbox whose compile cache lives in `cache_dir` (none: compile every time).
+    pub fn new(cache_dir: Option<PathBuf>) -> anyhow::Result<Arc<Self>> {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        bindings::source::SourceConnector::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )?;
+        let cache = CompileCache::new(cache_dir)
+            .map_err(|e| anyhow::anyhow!("cannot create the compile cache directory: {e}"))?;
+        spawn_epoch_ticker(&engine);
+        Ok(Arc::new(Self {
+            engine,
+            linker,
+            cache,
+        }))
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The linker with WASI and the host imports.
+    pub fn linker(&self) -> &Linker<HostState> {
+        &self.linker
+    }
+
+    /// Compile `bytes` (or load them from the cache).
+    pub fn compile(&self, bytes: &[u8], sha256: &str) -> wasmtime::Result<(Component, Origin)> {
+        self.cache.load(&self.engine, bytes, sha256)
+    }
+
+    /// How many components were compiled (not loaded from the cache) by this sandbox.
+    pub fn compilations(&self) -> u64 {
+        self.cache.compilations()
+    }
+
+    /// A fresh store for one instance, with its limits, capabilities and deadline handling.
+    pub(crate) fn store(&self, ctx: &InstanceContext) -> wasmtime::Result<Store<HostState>> {
+        let state = HostState {
+            wasi: ctx.grants.wasi_ctx(&ctx.tags)?,
+            table: wasmtime::component::ResourceTable::new(),
+            meter: Meter::new(ctx.limits),
+            tags: ctx.tags.clone(),
+            offsets: ctx.offsets.clone(),
+            reconfigure: ctx.reconfigure.clone(),
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.meter);
+        // Each time the guest reaches its deadline it has run for about one more tick: count
+        // it, and yield to the executor so other instances on this thread get to run.
+        store.epoch_deadline_callback(|mut ctx| {
+            if ctx.data_mut().meter.tick() {
+                Ok(UpdateDeadline::Yield(1))
+            } else {
+                Err(wasmtime::format_err!("CPU deadline exceeded"))
+            }
+        });
+        store.set_epoch_deadline(1);
+        Ok(store)
+    }
+}
+
+/// Advance the engine's epoch every tick, for as long as the engine lives.
+fn spawn_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    let spawned = std::thread::Builder::new()
+        .name("wasm-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("cannot start the epoch ticker thread, call deadlines are off: {e}");
+    }
+}

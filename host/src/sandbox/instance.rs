@@ -1,0 +1,487 @@
+//! Plugin instances: the connector instance (spec, validate, task-configs) and one instance per
+//! task. Each owns its store; whoever owns the value is the only one calling into it, so guest
+//! state needs no locks and a trap poisons only this instance.
+
+use std::fmt;
+
+use wasmtime::Store;
+use wasmtime::component::{Component, ResourceAny};
+
+use super::bindings::{sink, source, types};
+use super::engine::{InstanceContext, Sandbox};
+use super::state::HostState;
+use crate::plugin::World;
+
+pub use types::{
+    Config, ConfigError, ConnectorSpec, PluginError, RecordFailure, SinkRecord, SourcePosition,
+    SourceRecord, TopicPartition, TopicPartitionOffset,
+};
+
+/// Why a call into a plugin did not return a result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The plugin returned an error (retriable, fatal or invalid-config).
+    #[error("{function}: {}", describe_plugin_error(.error))]
+    Plugin {
+        function: &'static str,
+        error: PluginError,
+    },
+    /// The guest trapped (panic, out of bounds, out of memory, deadline...); the instance is
+    /// unusable afterwards.
+    #[error("{function}: the plugin trapped: {message}")]
+    Trap {
+        function: &'static str,
+        message: String,
+    },
+    /// The plugin broke the contract (e.g. more task configs or records than allowed).
+    #[error("{function}: {message}")]
+    Contract {
+        function: &'static str,
+        message: String,
+    },
+    /// A previous trap left the instance unusable; it must be rebuilt.
+    #[error("{function}: the instance is unusable after an earlier trap and must be recreated")]
+    Poisoned { function: &'static str },
+}
+
+impl CallError {
+    /// Whether the host should retry the same call after a backoff.
+    pub fn is_retriable(&self) -> bool {
+        matches!(
+            self,
+            CallError::Plugin {
+                error: PluginError::Retriable(_),
+                ..
+            }
+        )
+    }
+}
+
+/// One line for a plugin error.
+pub fn describe_plugin_error(error: &PluginError) -> String {
+    match error {
+        PluginError::Retriable(m) => format!("retriable error: {m}"),
+        PluginError::Fatal(m) => format!("fatal error: {m}"),
+        PluginError::InvalidConfig(errors) => {
+            let list: Vec<String> = errors
+                .iter()
+                .map(|e| {
+                    if e.key.is_empty() {
+                        e.message.clone()
+                    } else {
+                        format!("{}: {}", e.key, e.message)
+                    }
+                })
+                .collect();
+            format!("invalid config: {}", list.join("; "))
+        }
+    }
+}
+
+impl fmt::Display for types::ConnectorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            types::ConnectorKind::Source => "source",
+            types::ConnectorKind::Sink => "sink",
+        })
+    }
+}
+
+/// The store of one instance plus the poison flag and the call guard.
+struct Guarded {
+    store: Store<HostState>,
+    poisoned: bool,
+}
+
+impl Guarded {
+    /// Arm the CPU deadline for a call, or refuse when the instance is poisoned.
+    fn begin(&mut self, function: &'static str) -> Result<&mut Store<HostState>, CallError> {
+        if self.poisoned {
+            return Err(CallError::Poisoned { function });
+        }
+        self.store.data_mut().meter.start_call();
+        self.store.set_epoch_deadline(1);
+        Ok(&mut self.store)
+    }
+
+    /// Map the outcome of a call: a wasmtime error is a trap (and poisons the instance), a
+    /// plugin error keeps the instance usable.
+    fn finish<T>(
+        &mut self,
+        function: &'static str,
+        outcome: wasmtime::Result<Result<T, PluginError>>,
+    ) -> Result<T, CallError> {
+        match outcome {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(CallError::Plugin { function, error }),
+            Err(trap) => Err(self.trap(function, trap)),
+        }
+    }
+
+    fn finish_infallible<T>(
+        &mut self,
+        function: &'static str,
+        outcome: wasmtime::Result<T>,
+    ) -> Result<T, CallError> {
+        outcome.map_err(|trap| self.trap(function, trap))
+    }
+
+    fn trap(&mut self, function: &'static str, trap: wasmtime::Error) -> CallError {
+        self.poisoned = true;
+        let meter = &self.store.data().meter;
+        let limits = meter.limits();
+        let message = if meter.deadline_hit {
+            format!(
+                "the call ran longer than its CPU deadline of {} ms (sandbox.call.timeout.ms)",
+                limits.call_timeout.as_millis()
+            )
+        } else if let Some(desired) = meter.memory_denied {
+            format!(
+                "the plugin tried to grow its memory to {desired} bytes, over its limit of {} bytes (sandbox.memory.max.bytes)",
+                limits.memory_bytes
+            )
+        } else {
+            trap_message(&trap)
+        };
+        let tags = &self.store.data().tags;
+        tracing::warn!(connector = %tags.connector, task = %tags.task_label(), "plugin trapped in {function}: {message}");
+        CallError::Trap { function, message }
+    }
+}
+
+/// The trap's own message and its root cause, without a Rust backtrace.
+fn trap_message(trap: &wasmtime::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in trap.chain() {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
+}
+
+enum ConnectorBindings {
+    Source(source::SourceConnector),
+    Sink(sink::SinkConnector),
+}
+
+/// The instance that answers for a connector as a whole.
+pub struct ConnectorInstance {
+    guard: Guarded,
+    bindings: ConnectorBindings,
+}
+
+impl ConnectorInstance {
+    /// Instantiate `component` (implementing `world`) as a connector instance.
+    pub async fn new(
+        sandbox: &Sandbox,
+        component: &Component,
+        world: World,
+        ctx: &InstanceContext,
+    ) -> anyhow::Result<Self> {
+        let mut store = sandbox.store(ctx).map_err(anyhow::Error::from)?;
+        let bindings = match world {
+            World::Source => ConnectorBindings::Source(
+                source::SourceConnector::instantiate_async(&mut store, component, sandbox.linker())
+                    .await
+                    .map_err(anyhow::Error::from)?,
+            ),
+            World::Sink => ConnectorBindings::Sink(
+                sink::SinkConnector::instantiate_async(&mut store, component, sandbox.linker())
+                    .await
+                    .map_err(anyhow::Error::from)?,
+            ),
+        };
+        Ok(Self {
+            guard: Guarded {
+                store,
+                poisoned: false,
+            },
+            bindings,
+        })
+    }
+
+    /// The plugin's self-description.
+    pub async fn spec(&mut self) -> Result<ConnectorSpec, CallError> {
+        const F: &str = "spec";
+        let store = self.guard.begin(F)?;
+        let outcome = match &self.bindings {
+            ConnectorBindings::Source(b) => {
+                b.wasm_connect_plugin_connector().call_spec(store).await
+            }
+            ConnectorBindings::Sink(b) => b.wasm_connect_plugin_connector().call_spec(store).await,
+        };
+        self.guard.finish_infallible(F, outcome)
+    }
+
+    /// The plugin's own checks of `config`; empty when valid.
+    pub async fn validate(&mut self, config: &Config) -> Result<Vec<ConfigError>, CallError> {
+        const F: &str = "validate";
+        let store = self.guard.begin(F)?;
+        let outcome = match &self.bindings {
+            ConnectorBindings::Source(b) => {
+                b.wasm_connect_plugin_connector()
+                    .call_validate(store, config)
+                    .await
+            }
+            ConnectorBindings::Sink(b) => {
+                b.wasm_connect_plugin_connector()
+                    .call_validate(store, config)
+                    .await
+            }
+        };
+        self.guard.finish_infallible(F, outcome)
+    }
+
+    /// Split the job into task configs. More than `max_tasks` configs is a contract violation,
+    /// reported as an error rather than truncated.
+    pub async fn task_configs(
+        &mut self,
+        config: &Config,
+        max_tasks: u32,
+    ) -> Result<Vec<Config>, CallError> {
+        const F: &str = "task-configs";
+        let store = self.guard.begin(F)?;
+        let outcome = match &self.bindings {
+            ConnectorBindings::Source(b) => {
+                b.wasm_connect_plugin_connector()
+                    .call_task_configs(store, config, max_tasks)
+                    .await
+            }
+            ConnectorBindings::Sink(b) => {
+                b.wasm_connect_plugin_connector()
+                    .call_task_configs(store, config, max_tasks)
+                    .await
+            }
+        };
+        let configs = self.guard.finish(F, outcome)?;
+        if configs.len() > max_tasks as usize {
+            return Err(CallError::Contract {
+                function: F,
+                message: format!(
+                    "the connector returned {} task configs but tasks.max is {max_tasks}; a connector must return at most tasks.max configs",
+                    configs.len()
+                ),
+            });
+        }
+        Ok(configs)
+    }
+}
+
+/// One running source task.
+pub struct SourceTaskInstance {
+    guard: Guarded,
+    bindings: source::SourceConnector,
+    handle: ResourceAny,
+}
+
+impl SourceTaskInstance {
+    /// Instantiate `component` and create the task from `config` (`source-task.create`).
+    pub async fn create(
+        sandbox: &Sandbox,
+        component: &Component,
+        ctx: &InstanceContext,
+        config: &Config,
+    ) -> anyhow::Result<Result<Self, CallError>> {
+        let mut store = sandbox.store(ctx).map_err(anyhow::Error::from)?;
+        let bindings =
+            source::SourceConnector::instantiate_async(&mut store, component, sandbox.linker())
+                .await
+                .map_err(anyhow::Error::from)?;
+        let mut guard = Guarded {
+            store,
+            poisoned: false,
+        };
+        const F: &str = "source-task.create";
+        let store = match guard.begin(F) {
+            Ok(store) => store,
+            Err(e) => return Ok(Err(e)),
+        };
+        let outcome = bindings
+            .wasm_connect_plugin_source()
+            .source_task()
+            .call_create(store, config)
+            .await;
+        Ok(guard.finish(F, outcome).map(|handle| Self {
+            guard,
+            bindings,
+            handle,
+        }))
+    }
+
+    /// Up to `max_records` records; more than that is a contract violation.
+    pub async fn poll(&mut self, max_records: u32) -> Result<Vec<SourceRecord>, CallError> {
+        const F: &str = "poll";
+        let store = self.guard.begin(F)?;
+        let outcome = self
+            .bindings
+            .wasm_connect_plugin_source()
+            .source_task()
+            .call_poll(store, self.handle, max_records)
+            .await;
+        let records = self.guard.finish(F, outcome)?;
+        if records.len() > max_records as usize {
+            return Err(CallError::Contract {
+                function: F,
+                message: format!(
+                    "the task returned {} records but at most {max_records} were asked for",
+                    records.len()
+                ),
+            });
+        }
+        Ok(records)
+    }
+
+    /// Tell the task these offsets are durably recorded.
+    pub async fn commit(&mut self, positions: &[SourcePosition]) -> Result<(), CallError> {
+        const F: &str = "commit";
+        let store = self.guard.begin(F)?;
+        let outcome = self
+            .bindings
+            .wasm_connect_plugin_source()
+            .source_task()
+            .call_commit(store, self.handle, positions)
+            .await;
+        self.guard.finish(F, outcome)
+    }
+
+    /// Stop the task and release its resource; the instance is done afterwards.
+    pub async fn stop(mut self) -> Result<(), CallError> {
+        const F: &str = "stop";
+        let store = self.guard.begin(F)?;
+        let outcome = self
+            .bindings
+            .wasm_connect_plugin_source()
+            .source_task()
+            .call_stop(store, self.handle)
+            .await;
+        self.guard.finish_infallible(F, outcome)?;
+        let outcome = self.handle.resource_drop_async(&mut self.guard.store).await;
+        self.guard.finish_infallible("source-task.drop", outcome)
+    }
+}
+
+/// One running sink task.
+pub struct SinkTaskInstance {
+    guard: Guarded,
+    bindings: sink::SinkConnector,
+    handle: ResourceAny,
+}
+
+impl SinkTaskInstance {
+    /// Instantiate `component` and create the task from `config` (`sink-task.create`).
+    pub async fn create(
+        sandbox: &Sandbox,
+        component: &Component,
+        ctx: &InstanceContext,
+        config: &Config,
+    ) -> anyhow::Result<Result<Self, CallError>> {
+        let mut store = sandbox.store(ctx).map_err(anyhow::Error::from)?;
+        let bindings =
+            sink::SinkConnector::instantiate_async(&mut store, component, sandbox.linker())
+                .await
+                .map_err(anyhow::Error::from)?;
+        let mut guard = Guarded {
+            store,
+            poisoned: false,
+        };
+        const F: &str = "sink-task.create";
+        let store = match guard.begin(F) {
+            Ok(store) => store,
+            Err(e) => return Ok(Err(e)),
+        };
+        let outcome = bindings
+            .wasm_connect_plugin_sink()
+            .sink_task()
+            .call_create(store, config)
+            .await;
+        Ok(guard.finish(F, outcome).map(|handle| Self {
+            guard,
+            bindings,
+            handle,
+        }))
+    }
+
+    /// Partitions assigned to the task.
+    pub async fn open(&mut self, partitions: &[TopicPartition]) -> Result<(), CallError> {
+        const F: &str = "open";
+        let store = self.guard.begin(F)?;
+        let outcome = self
+            .bindings
+            .wasm_connect_plugin_sink()
+            .sink_task()
+            .call_open(store, self.handle, partitions)
+            .await;
+        self.guard.finish(F, outcome)
+    }
+
+    /// Partitions taken away from the task.
+    pub async fn close(&mut self, partitions: &[TopicPartition]) -> Result<(), CallError> {
+        const F: &str = "close";
+        let store = self.guard.begin(F)?;
+        let outcome = self
+            .bindings
+            .wasm_connect_plugin_sink()
+            .sink_task()
+            .call_close(store, self.handle, partitions)
+            .await;
+        self.guard.finish(F, outcome)
+    }
+
+    /// Hand a batch to the task; returns the records it could not write. A failure index outside
+    /// the batch is a contract violation.
+    pub async fn put(&mut self, records: &[SinkRecord]) -> Result<Vec<RecordFailure>, CallError> {
+        const F: &str = "put";
+        let store = self.guard.begin(F)?;
+        let outcome = self
+            .bindings
+            .wasm_connect_plugin_sink()
+            .sink_task()
+            .call_put(store, self.handle, records)
+            .await;
+        let failures = self.guard.finish(F, outcome)?;
+        if let Some(bad) = failures.iter().find(|f| f.index as usize >= records.len()) {
+            return Err(CallError::Contract {
+                function: F,
+                message: format!(
+                    "the task reported a failure for record index {} of a batch of {}",
+                    bad.index,
+                    records.len()
+                ),
+            });
+        }
+        Ok(failures)
+    }
+
+    /// Make everything durable; returns the offsets safe to commit.
+    pub async fn flush(
+        &mut self,
+        offsets: &[TopicPartitionOffset],
+    ) -> Result<Vec<TopicPartitionOffset>, CallError> {
+        const F: &str = "flush";
+        let store = self.guard.begin(F)?;
+        let outcome = self
+            .bindings
+            .wasm_connect_plugin_sink()
+            .sink_task()
+            .call_flush(store, self.handle, offsets)
+            .await;
+        self.guard.finish(F, outcome)
+    }
+
+    /// Stop the task and release its resource.
+    pub async fn stop(mut self) -> Result<(), CallError> {
+        const F: &str = "stop";
+        let store = self.guard.begin(F)?;
+        let outcome = self
+            .bindings
+            .wasm_connect_plugin_sink()
+            .sink_task()
+            .call_stop(store, self.handle)
+            .await;
+        self.guard.finish_infallible(F, outcome)?;
+        let outcome = self.handle.resource_drop_async(&mut self.guard.store).await;
+        self.guard.finish_infallible("sink-task.drop", outcome)
+    }
+}

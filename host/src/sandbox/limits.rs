@@ -1,0 +1,175 @@
+//! Per-instance resource limits: linear memory (a store limiter) and CPU time per guest call
+//! (epoch deadlines), with worker-wide defaults that a connector config may override.
+
+use std::time::Duration;
+
+use crate::config_keys::{CALL_TIMEOUT_MS, MEMORY_MAX_BYTES};
+
+/// How often the engine's epoch advances; the granularity of call deadlines.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Limits applied to one plugin instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Maximum linear memory of the instance, in bytes (all memories together).
+    pub memory_bytes: usize,
+    /// Maximum guest CPU time of one call into the plugin.
+    pub call_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 256 * 1024 * 1024,
+            call_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Limits {
+    /// These limits with the overrides a connector config makes (`sandbox.memory.max.bytes`,
+    /// `sandbox.call.timeout.ms`); an error names the key and the bad value.
+    pub fn with_overrides(self, config: &[(String, String)]) -> Result<Self, String> {
+        let mut limits = self;
+        for (key, value) in config {
+            let parse = || {
+                value
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|v| *v > 0)
+                    .ok_or_else(|| format!("{key}: must be a positive integer, got {value:?}"))
+            };
+            match key.as_str() {
+                MEMORY_MAX_BYTES => {
+                    limits.memory_bytes = usize::try_from(parse()?).unwrap_or(usize::MAX)
+                }
+                CALL_TIMEOUT_MS => limits.call_timeout = Duration::from_millis(parse()?),
+                _ => {}
+            }
+        }
+        Ok(limits)
+    }
+
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        (self.call_timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+    }
+}
+
+/// Tracks one instance's memory and the CPU budget of the call in progress; it lives in the
+/// store, so a limit hit is recorded where the error report can find it.
+#[derive(Debug)]
+pub(crate) struct Meter {
+    limits: Limits,
+    /// Epoch ticks the current call has used.
+    ticks_used: u64,
+    /// Set when the current call ran out of CPU time.
+    pub(crate) deadline_hit: bool,
+    /// Set (to the size asked for) when the instance tried to grow past its memory limit.
+    pub(crate) memory_denied: Option<usize>,
+}
+
+impl Meter {
+    pub(crate) fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            ticks_used: 0,
+            deadline_hit: false,
+            memory_denied: None,
+        }
+    }
+
+    pub(crate) fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Called before each call into the guest.
+    pub(crate) fn start_call(&mut self) {
+        self.ticks_used = 0;
+        self.deadline_hit = false;
+    }
+
+    /// Called each time the guest reaches an epoch deadline (about once per tick of guest
+    /// time, since each yield re-arms the deadline one tick ahead); `false` means out of time.
+    pub(crate) fn tick(&mut self) -> bool {
+        self.ticks_used += 1;
+        if self.ticks_used > self.limits.deadline_ticks() {
+            self.deadline_hit = true;
+            return false;
+        }
+        true
+    }
+}
+
+impl wasmtime::ResourceLimiter for Meter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limits.memory_bytes {
+            self.memory_denied = Some(desired);
+            return Err(wasmtime::format_err!(
+                "memory limit of {} bytes exceeded (tried to grow to {desired} bytes)",
+                self.limits.memory_bytes
+            ));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn overrides_apply_and_bad_values_name_the_key() {
+        let limits = Limits::default()
+            .with_overrides(&cfg(&[
+                (MEMORY_MAX_BYTES, "1048576"),
+                (CALL_TIMEOUT_MS, "250"),
+            ]))
+            .unwrap();
+        assert_eq!(limits.memory_bytes, 1 << 20);
+        assert_eq!(limits.call_timeout, Duration::from_millis(250));
+        assert_eq!(limits.deadline_ticks(), 25);
+        let err = Limits::default()
+            .with_overrides(&cfg(&[(CALL_TIMEOUT_MS, "soon")]))
+            .unwrap_err();
+        assert!(
+            err.contains(CALL_TIMEOUT_MS) && err.contains("soon"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn meter_runs_out_after_the_budget() {
+        let mut meter = Meter::new(Limits {
+            call_timeout: EPOCH_TICK * 3,
+            ..Limits::default()
+        });
+        meter.start_call();
+        assert!(meter.tick() && meter.tick() && meter.tick());
+        assert!(!meter.tick());
+        assert!(meter.deadline_hit);
+        meter.start_call();
+        assert!(!meter.deadline_hit);
+    }
+}

@@ -1,0 +1,25 @@
+//! The sandbox: one wasmtime engine per worker, the compile cache, and plugin instances with
+//! their limits and capabilities.
+//!
+//! - [`engine`]: the engine, epoch ticker, linker, store construction.
+//! - [`cache`]: compiled components on disk, keyed by content and engine.
+//! - [`capabilities`]: the only place a connector config turns into WASI permissions.
+//! - [`limits`]: memory and CPU limits per instance.
+//! - [`instance`]: connector and task instances, the typed calls into a plugin.
+//! - [`state`]: what a store holds, and the host side of the plugin's imports.
+
+pub mod bindings;
+pub mod cache;
+pub mod capabilities;
+pub mod engine;
+pub mod instance;
+pub mod limits;
+pub mod state;
+mod stdio;
+
+pub use cache::Origin;
+pub use capabilities::Grants;
+pub use engine::{InstanceContext, Sandbox};
+pub use instance::{CallError, ConnectorInstance, SinkTaskInstance, SourceTaskInstance};
+pub use limits::Limits;
+pub use state::{NoOffsets, OffsetReader, Tags};

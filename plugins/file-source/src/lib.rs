@@ -1,0 +1,322 @@
+//! `file-source`: a source connector that reads lines from files into Kafka.
+//!
+//! Files come from `files` (a list) and/or `directory` (every regular file in it, sorted). The
+//! connector splits them into contiguous groups, one per task (5 files with `tasks.max=3` gives
+//! 2, 2 and 1). A record's value is one line (text, without the line ending); its source
+//! partition is `{"file":path}` and its offset `{"position":bytes}`, the byte position just after
+//! the line, so a restarted task resumes mid-file. With `tail=true` (the default) the task keeps
+//! reading lines appended later; an incomplete last line waits for its newline.
+//!
+//! The worker must grant the files' directories with `sandbox.fs.read`; a file outside the grant
+//! is an error, never read.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, ErrorKind, Seek, SeekFrom};
+use std::path::Path;
+
+use wasm_connect_sdk::serde_json::{self, Value};
+use wasm_connect_sdk::{
+    Config, ConfigDef, ConfigError, ConfigType, Connector, Data, Error, Result, SourceConnector,
+    SourceRecord, SourceTask, Spec, export_source_connector, json,
+};
+
+/// The task config key holding the task's files (a JSON array, so any file name works).
+const TASK_FILES: &str = "file-source.task.files";
+
+/// The connector: lists the files and splits them across tasks.
+pub struct FileSource;
+
+impl Connector for FileSource {
+    fn spec() -> Spec {
+        Spec::new(
+            "file-source",
+            env!("CARGO_PKG_VERSION"),
+            "Reads lines from files (a list or a directory) into a topic, following appended lines",
+        )
+        .config(ConfigDef::new("topic", ConfigType::String, "Topic to write the lines to.").required())
+        .config(ConfigDef::new(
+            "files",
+            ConfigType::List,
+            "Absolute paths of the files to read. Their directories must be granted with sandbox.fs.read.",
+        ))
+        .config(ConfigDef::new(
+            "directory",
+            ConfigType::String,
+            "Absolute path of a directory; every regular file in it is read (in name order). Must be granted with sandbox.fs.read.",
+        ))
+        .config(
+            ConfigDef::new(
+                "tail",
+                ConfigType::Boolean,
+                "Keep reading lines appended to the files after reaching their end.",
+            )
+            .default(true),
+        )
+    }
+
+    fn validate(config: &Config) -> Vec<ConfigError> {
+        let mut errors = Vec::new();
+        if config.list("files").is_empty() && config.get("directory").is_none() {
+            errors.push(ConfigError::new(
+                "files",
+                "set files (a list of paths) or directory (or both)",
+            ));
+        }
+        for file in config.list("files") {
+            if !Path::new(&file).is_absolute() {
+                errors.push(ConfigError::new(
+                    "files",
+                    format!("{file:?} is not an absolute path"),
+                ));
+            }
+        }
+        if let Err(e) = config.bool_or("tail", true) {
+            errors.push(e);
+        }
+        errors
+    }
+
+    fn task_configs(config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
+        let files = all_files(config)?;
+        let groups = split_evenly(&files, max_tasks as usize);
+        Ok(groups
+            .into_iter()
+            .map(|group| {
+                let list = serde_json::to_string(group).unwrap_or_else(|_| "[]".into());
+                config.clone().with(TASK_FILES, list)
+            })
+            .collect())
+    }
+}
+
+impl SourceConnector for FileSource {
+    type Task = FileSourceTask;
+}
+
+/// The files named by `files` and `directory`, in order, without duplicates.
+fn all_files(config: &Config) -> Result<Vec<String>> {
+    let mut files = config.list("files");
+    if let Some(dir) = config.get("directory") {
+        let entries = std::fs::read_dir(dir).map_err(|e| {
+            Error::from(ConfigError::new(
+                "directory",
+                format!("cannot list {dir}: {e} (is it granted with sandbox.fs.read?)"),
+            ))
+        })?;
+        let mut found: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .map(|e| e.path().to_string_lossy().into_owned())
+            .collect();
+        found.sort();
+        files.extend(found);
+    }
+    let mut seen = std::collections::HashSet::new();
+    files.retain(|f| seen.insert(f.clone()));
+    Ok(files)
+}
+
+/// Split `items` into at most `groups` contiguous groups whose sizes differ by at most one,
+/// larger groups first.
+pub fn split_evenly<T>(items: &[T], groups: usize) -> Vec<&[T]> {
+    let groups = groups.min(items.len());
+    if groups == 0 {
+        return Vec::new();
+    }
+    let (base, extra) = (items.len() / groups, items.len() % groups);
+    let mut out = Vec::with_capacity(groups);
+    let mut start = 0;
+    for i in 0..groups {
+        let len = base + usize::from(i < extra);
+        out.push(&items[start..start + len]);
+        start += len;
+    }
+    out
+}
+
+/// One file being read.
+struct Tailed {
+    path: String,
+    line: Cursor,
+    reader: Option<BufReader<File>>,
+    /// Bytes of a line whose newline has not arrived yet.
+    pending: Vec<u8>,
+    /// The whole file was read and `tail` is off.
+    done: bool,
+}
+
+/// One task: reads its files round-robin.
+pub struct FileSourceTask {
+    files: Vec<Tailed>,
+    tail: bool,
+    next: usize,
+}
+
+impl SourceTask for FileSourceTask {
+    fn create(config: Config) -> Result<Self> {
+        let tail = config.bool_or("tail", true)?;
+        let paths: Vec<String> = serde_json::from_str(&config.string(TASK_FILES)?)
+            .map_err(|e| ConfigError::new(TASK_FILES, format!("not a JSON list of paths: {e}")))?;
+        let partitions: Vec<Value> = paths.iter().map(|p| json!({ "file": p })).collect();
+        let stored = wasm_connect_sdk::read_offsets(&partitions);
+        let mut files = Vec::with_capacity(paths.len());
+        for ((path, partition), offset) in paths.into_iter().zip(partitions).zip(stored) {
+            let position = offset.and_then(|o| o["position"].as_u64()).unwrap_or(0);
+            let mut file = Tailed {
+                path,
+                line: Cursor {
+                    partition,
+                    position,
+                },
+                reader: None,
+                pending: Vec::new(),
+                done: false,
+            };
+            file.open(tail)?;
+            files.push(file);
+        }
+        Ok(Self {
+            files,
+            tail,
+            next: 0,
+        })
+    }
+
+    fn poll(&mut self, max_records: u32) -> Result<Vec<SourceRecord>> {
+        let mut records = Vec::new();
+        let count = self.files.len();
+        for _ in 0..count {
+            if records.len() >= max_records as usize {
+                break;
+            }
+            let file = &mut self.files[self.next];
+            self.next = (self.next + 1) % count;
+            file.read_lines(
+                max_records as usize - records.len(),
+                self.tail,
+                &mut records,
+            )?;
+        }
+        Ok(records)
+    }
+}
+
+impl Tailed {
+    /// Open the file at the stored position. A missing file in a visible directory is waited
+    /// for in tail mode; anything else is an error that says what to grant.
+    fn open(&mut self, tail: bool) -> Result<()> {
+        match File::open(&self.path) {
+            Ok(mut f) => {
+                let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+                if len < self.line.position + self.pending.len() as u64 {
+                    wasm_connect_sdk::log::warn(&format!(
+                        "{} is shorter ({len} bytes) than the stored position {}; reading it from the start",
+                        self.path, self.line.position
+                    ));
+                    self.line.position = 0;
+                    self.pending.clear();
+                }
+                // Continue after the bytes of an unfinished line already buffered.
+                let resume_at = self.line.position + self.pending.len() as u64;
+                f.seek(SeekFrom::Start(resume_at))
+                    .map_err(|e| Error::fatal(format!("cannot seek in {}: {e}", self.path)))?;
+                self.reader = Some(BufReader::with_capacity(64 * 1024, f));
+                Ok(())
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound && tail && parent_visible(&self.path) => Ok(()),
+            Err(e) => Err(ConfigError::new(
+                "files",
+                format!(
+                    "cannot open {}: {e}; the file must exist and its directory must be granted with sandbox.fs.read",
+                    self.path
+                ),
+            )
+            .into()),
+        }
+    }
+
+    fn read_lines(&mut self, max: usize, tail: bool, out: &mut Vec<SourceRecord>) -> Result<()> {
+        if self.done {
+            return Ok(());
+        }
+        if self.reader.is_none() {
+            self.open(tail)?;
+        }
+        let Some(reader) = self.reader.as_mut() else {
+            return Ok(());
+        };
+        let mut emitted = 0;
+        while emitted < max {
+            let read = reader
+                .read_until(b'\n', &mut self.pending)
+                .map_err(|e| Error::retriable(format!("cannot read {}: {e}", self.path)))?;
+            let complete = self.pending.last() == Some(&b'\n');
+            if read == 0 || !complete {
+                // End of the file for now: an unfinished last line waits for its newline unless
+                // we are not tailing, in which case it is the last line.
+                if !tail {
+                    if !self.pending.is_empty() {
+                        out.push(self.line.take(&mut self.pending));
+                    }
+                    self.done = true;
+                }
+                // A WASI file stream stays at end-of-file once it got there, so the next poll
+                // reopens the file to see appended bytes.
+                self.reader = None;
+                break;
+            }
+            out.push(self.line.take(&mut self.pending));
+            emitted += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Where the next line of a file starts, and how to turn a line into a record.
+struct Cursor {
+    partition: Value,
+    /// Byte position just after the last line returned.
+    position: u64,
+}
+
+impl Cursor {
+    /// The record for the line in `pending` (which is cleared), advancing the position.
+    fn take(&mut self, pending: &mut Vec<u8>) -> SourceRecord {
+        self.position += pending.len() as u64;
+        let mut line = pending.as_slice();
+        if let Some(rest) = line.strip_suffix(b"\n") {
+            line = rest.strip_suffix(b"\r").unwrap_or(rest);
+        }
+        let text = String::from_utf8_lossy(line).into_owned();
+        pending.clear();
+        SourceRecord::new(
+            &self.partition,
+            &json!({ "position": self.position }),
+            Data::Text(text),
+        )
+    }
+}
+
+fn parent_visible(path: &str) -> bool {
+    Path::new(path)
+        .parent()
+        .is_some_and(|dir| std::fs::metadata(dir).is_ok_and(|m| m.is_dir()))
+}
+
+export_source_connector!(FileSource);
+
+#[cfg(test)]
+mod tests {
+    use super::split_evenly;
+
+    #[test]
+    fn splits_contiguously_larger_groups_first() {
+        let five = [1, 2, 3, 4, 5];
+        let sizes: Vec<usize> = split_evenly(&five, 3).iter().map(|g| g.len()).collect();
+        assert_eq!(sizes, vec![2, 2, 1]);
+        assert_eq!(split_evenly(&five, 3)[2], &[5]);
+        assert_eq!(split_evenly(&[1, 2, 3], 10).len(), 3);
+        assert!(split_evenly::<u8>(&[], 4).is_empty());
+        assert_eq!(split_evenly(&five, 1), vec![&five[..]]);
+    }
+}
