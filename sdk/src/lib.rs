@@ -38,8 +38,12 @@ pub mod __rt {
 #[macro_export]
 macro_rules! export_source_connector {
     ($connector:ty) => {
+        // Only a WebAssembly build exports the world; a native build of the same crate (for
+        // its unit tests) has no component to be.
         #[doc(hidden)]
+        #[cfg(target_arch = "wasm32")]
         type __WasmConnectSourcePlugin = $crate::glue::SourcePlugin<$connector>;
+        #[cfg(target_arch = "wasm32")]
         $crate::bindings::source::export_source_world!(
             __WasmConnectSourcePlugin with_types_in $crate::bindings::source
         );
@@ -51,8 +55,12 @@ macro_rules! export_source_connector {
 #[macro_export]
 macro_rules! export_sink_connector {
     ($connector:ty) => {
+        // Only a WebAssembly build exports the world; a native build of the same crate (for
+        // its unit tests) has no component to be.
         #[doc(hidden)]
+        #[cfg(target_arch = "wasm32")]
         type __WasmConnectSinkPlugin = $crate::glue::SinkPlugin<$connector>;
+        #[cfg(target_arch = "wasm32")]
         $crate::bindings::sink::export_sink_world!(
             __WasmConnectSinkPlugin with_types_in $crate::bindings::sink
         );
