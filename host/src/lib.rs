@@ -3,10 +3,24 @@
 //! - [`sandbox`]: the wasmtime engine, compile cache, limits, capabilities and instances.
 //! - [`plugin`]: loading one plugin file and checking it against the contract.
 //! - [`registry`]: the plugin directory, watched for changes.
+//! - [`config`]: worker and connector config files (.properties, .json, .toml).
+//! - [`convert`]: key/value converters (string, bytes, json).
+//! - [`kafka`]: the producer, consumers and topic creation (rdkafka).
+//! - [`offsets`]: the source offset store and acknowledgement tracking.
+//! - [`task`]: the source and sink task loops.
+//! - [`herder`]: the worker: shared parts and connector/task lifecycle.
+//! - [`broker`]: the embedded broker used when no cluster is configured.
 //! - [`cli`]: the `wasm-connect` command line.
 
+pub mod broker;
 pub mod cli;
+pub mod config;
 pub mod config_keys;
+pub mod convert;
+pub mod herder;
+pub mod kafka;
+pub mod offsets;
 pub mod plugin;
 pub mod registry;
 pub mod sandbox;
+pub mod task;

@@ -4,15 +4,23 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
-use wasm_connect::cli::Cli;
+use wasm_connect::cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let cli = Cli::parse();
+    // A worker reports what it does; one-shot commands only speak up about problems.
+    let default_filter = match cli.command {
+        // tansu logs expected protocol outcomes (e.g. TopicAlreadyExists) as errors.
+        Command::Standalone(_) => "info,librdkafka=warn,tansu_storage=off,tansu_broker=warn",
+        _ => "warn",
+    };
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -102,3 +102,6 @@ pub fn wasm_connect_bin() -> PathBuf {
     })
     .clone()
 }
+
+pub mod kafka;
+pub mod worker;

@@ -1,6 +1,7 @@
 //! The `wasm-connect` command line.
 
 mod plugins;
+mod standalone;
 mod table;
 
 use std::path::PathBuf;
@@ -30,6 +31,8 @@ pub enum Command {
     /// Look at the plugins in a plugin directory.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
+    /// Run a worker with the given connectors in this process (Kafka Connect's standalone mode).
+    Standalone(standalone::StandaloneArgs),
 }
 
 impl Cli {
@@ -42,6 +45,7 @@ impl Cli {
         };
         let result = match self.command {
             Command::Plugins(command) => plugins::run(command, cache_dir).await,
+            Command::Standalone(args) => standalone::run(args).await,
         };
         match result {
             Ok(code) => code,

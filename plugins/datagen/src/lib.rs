@@ -221,7 +221,9 @@ pub fn value_json(id: u64, task: u64, seq: u64, seed: u64, size: usize) -> Strin
     let head = format!("{{\"id\":{id},\"task\":{task},\"seq\":{seq},\"payload\":\"");
     let mut value = String::with_capacity(size.max(head.len() + 2));
     value.push_str(&head);
-    let mut state = seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    // Mix the id first: nearby ids must not give overlapping generator streams.
+    let mut mixed = id;
+    let mut state = seed ^ splitmix64(&mut mixed);
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     while value.len() + 2 < size {
         let bits = splitmix64(&mut state);

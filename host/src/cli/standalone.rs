@@ -1,0 +1,94 @@
+//! `wasm-connect standalone WORKER-CONFIG CONNECTOR-CONFIG...`: run a worker in this process,
+//! Kafka Connect's standalone shape.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::config::{ConnectorConfig, WorkerConfig};
+use crate::herder::{Herder, report_progress};
+
+/// Arguments of `standalone`.
+#[derive(Debug, Args)]
+pub struct StandaloneArgs {
+    /// The worker config (.properties or .toml).
+    pub worker_config: PathBuf,
+    /// Connector configs (.properties, .json or .toml), started in order.
+    pub connector_configs: Vec<PathBuf>,
+    /// Print each connector's record count and rate every N seconds (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub progress: u64,
+}
+
+pub(super) async fn run(args: StandaloneArgs) -> anyhow::Result<ExitCode> {
+    let worker = WorkerConfig::from_file(&args.worker_config).map_err(anyhow::Error::msg)?;
+    // Read every connector file before starting anything, so a typo fails fast.
+    let connectors = args
+        .connector_configs
+        .iter()
+        .map(|p| ConnectorConfig::from_file(p))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let herder = Herder::start(worker).await.map_err(anyhow::Error::msg)?;
+    for (config, path) in connectors.into_iter().zip(&args.connector_configs) {
+        let name = config.name.clone();
+        herder
+            .start_connector(config)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        tracing::info!(connector = %name, file = %path.display(), "connector started");
+    }
+    println!(
+        "wasm-connect is running (Kafka at {}, data in {}). Press Ctrl-C to stop.",
+        herder.bootstrap(),
+        herder.data_dir().display()
+    );
+    let progress = (args.progress > 0)
+        .then(|| report_progress(herder.clone(), Duration::from_secs(args.progress)));
+    wait_for_signal().await;
+    println!("stopping: flushing offsets...");
+    if let Some(p) = progress {
+        p.abort();
+    }
+    herder.shutdown(Duration::from_secs(60)).await;
+    let mut failed = 0;
+    for connector in herder.status().await {
+        let total: u64 = connector.tasks.iter().map(|t| t.done()).sum();
+        failed += connector
+            .tasks
+            .iter()
+            .filter(|t| t.state().name() == "FAILED")
+            .count();
+        println!("{}: {total} records in this run", connector.name);
+    }
+    println!("stopped.");
+    Ok(if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("cannot listen for SIGTERM: {e}");
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,323 @@
+//! The worker configuration: which Kafka cluster, where plugins and state live, converter and
+//! sandbox defaults, timings, and pass-through client settings. Read from `.properties` (as
+//! Kafka Connect's `connect-standalone.properties`) or `.toml`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::connector::{Problem, describe};
+use super::file::{self, Pairs};
+use crate::sandbox::Limits;
+
+/// Every key the worker config understands, with its default and meaning (for docs and errors).
+pub const KEYS: &[(&str, &str, &str)] = &[
+    (
+        "bootstrap.servers",
+        "(none)",
+        "Kafka brokers, host:port[,host:port]. Without it the worker starts an embedded broker.",
+    ),
+    (
+        "plugin.path",
+        "dist/plugins",
+        "Directory of connector plugins (.wasm); watched for changes.",
+    ),
+    (
+        "data.dir",
+        "wasm-connect-data",
+        "Directory for offsets, connector state, the compile cache and the embedded broker.",
+    ),
+    (
+        "offset.flush.interval.ms",
+        "10000",
+        "How often source offsets are flushed and sink offsets committed.",
+    ),
+    (
+        "key.converter",
+        "string",
+        "Default key converter: string, json or bytes (Kafka Connect class names work too).",
+    ),
+    (
+        "value.converter",
+        "json",
+        "Default value converter: string, json or bytes.",
+    ),
+    (
+        "key.converter.schemas.enable",
+        "true",
+        "For the json converter: wrap keys in a {schema, payload} envelope.",
+    ),
+    (
+        "value.converter.schemas.enable",
+        "true",
+        "For the json converter: wrap values in a {schema, payload} envelope.",
+    ),
+    (
+        "sandbox.memory.max.bytes",
+        "268435456",
+        "Default linear memory limit of a plugin instance.",
+    ),
+    (
+        "sandbox.call.timeout.ms",
+        "10000",
+        "Default CPU time limit of one call into a plugin.",
+    ),
+    (
+        "source.poll.max.records",
+        "2000",
+        "Most records asked of a source task per poll.",
+    ),
+    (
+        "source.max.in.flight.records",
+        "20000",
+        "Most records a source task may have sent but not acknowledged.",
+    ),
+    (
+        "sink.batch.max.records",
+        "2000",
+        "Most records handed to a sink task per put.",
+    ),
+    (
+        "topic.creation.enable",
+        "true",
+        "Create missing topics of source connectors (KIP-158 settings in the connector).",
+    ),
+    (
+        "topic.creation.default.partitions",
+        "1",
+        "Partitions of a created topic unless the connector says otherwise.",
+    ),
+    (
+        "topic.creation.default.replication.factor",
+        "-1",
+        "Replication of a created topic unless the connector says otherwise (-1: broker default).",
+    ),
+    (
+        "plugin.scan.interval.ms",
+        "2000",
+        "How often the plugin directory is checked for changes.",
+    ),
+    (
+        "embedded.broker.listener",
+        "127.0.0.1:9092",
+        "Where the embedded broker listens (only without bootstrap.servers).",
+    ),
+    (
+        "worker.id",
+        "(hostname:pid)",
+        "This worker's id in statuses.",
+    ),
+];
+
+/// Prefixes of keys passed to the Kafka clients (as Kafka Connect's `producer.`, `consumer.`).
+pub const CLIENT_PREFIXES: &[&str] = &["producer.", "consumer.", "admin."];
+
+/// The parsed worker configuration.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// The cluster, or `None` for the embedded broker.
+    pub bootstrap_servers: Option<String>,
+    pub plugin_path: PathBuf,
+    pub data_dir: PathBuf,
+    pub offset_flush_interval: Duration,
+    /// Converter defaults and other keys connectors inherit (`key.converter`, ...).
+    pub converter_defaults: Pairs,
+    pub limits: Limits,
+    pub source_poll_max_records: u32,
+    pub source_max_in_flight: usize,
+    pub sink_batch_max_records: usize,
+    pub topic_creation_enable: bool,
+    pub topic_default_partitions: i32,
+    pub topic_default_replication: i32,
+    pub plugin_scan_interval: Duration,
+    pub embedded_listener: String,
+    pub worker_id: String,
+    /// `producer.*` settings, prefix removed.
+    pub producer: Pairs,
+    /// `consumer.*` settings, prefix removed.
+    pub consumer: Pairs,
+    /// `admin.*` settings, prefix removed.
+    pub admin: Pairs,
+}
+
+impl WorkerConfig {
+    /// Read a worker config file; relative paths in it are relative to the current directory,
+    /// as with Kafka Connect.
+    pub fn from_file(path: &Path) -> Result<Self, String> {
+        let pairs = file::read(path)?;
+        Self::from_pairs(&pairs).map_err(|p| describe(&path.display().to_string(), &p))
+    }
+
+    /// Parse worker config pairs; every bad key is reported.
+    pub fn from_pairs(pairs: &Pairs) -> Result<Self, Vec<Problem>> {
+        let mut problems = Vec::new();
+        let get = |k: &str| {
+            pairs
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.trim())
+        };
+        for (key, _) in pairs {
+            let known = KEYS.iter().any(|(k, _, _)| k == key)
+                || CLIENT_PREFIXES.iter().any(|p| key.starts_with(p))
+                || key.starts_with("key.converter.")
+                || key.starts_with("value.converter.");
+            if !known {
+                tracing::warn!(key = %key, "unknown worker config key (ignored)");
+            }
+        }
+        let mut number = |key: &str, default: u64, min: u64| -> u64 {
+            match get(key) {
+                None => default,
+                Some(raw) => match raw.parse::<u64>() {
+                    Ok(v) if v >= min => v,
+                    _ => {
+                        problems.push(Problem::new(
+                            key,
+                            format!("{raw:?} is not an integer >= {min}"),
+                        ));
+                        default
+                    }
+                },
+            }
+        };
+        let flush_ms = number("offset.flush.interval.ms", 10_000, 1);
+        let poll_max = number("source.poll.max.records", 2000, 1);
+        let in_flight = number("source.max.in.flight.records", 20_000, 1);
+        let sink_batch = number("sink.batch.max.records", 2000, 1);
+        let scan_ms = number("plugin.scan.interval.ms", 2000, 10);
+        let partitions = number("topic.creation.default.partitions", 1, 1);
+        let replication = match get("topic.creation.default.replication.factor") {
+            None => -1,
+            Some(raw) => match raw.parse::<i32>() {
+                Ok(v) if v == -1 || v >= 1 => v,
+                _ => {
+                    problems.push(Problem::new(
+                        "topic.creation.default.replication.factor",
+                        format!("{raw:?} must be -1 (broker default) or at least 1"),
+                    ));
+                    -1
+                }
+            },
+        };
+        let topic_creation_enable = match get("topic.creation.enable") {
+            None => true,
+            Some(raw) if raw.eq_ignore_ascii_case("true") => true,
+            Some(raw) if raw.eq_ignore_ascii_case("false") => false,
+            Some(raw) => {
+                problems.push(Problem::new(
+                    "topic.creation.enable",
+                    format!("{raw:?} must be true or false"),
+                ));
+                true
+            }
+        };
+        let limits = Limits::default()
+            .with_overrides(pairs)
+            .map_err(|m| problems.push(Problem::new("", m)))
+            .unwrap_or_default();
+        let bootstrap_servers = get("bootstrap.servers")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned);
+        let converter_defaults: Pairs = pairs
+            .iter()
+            .filter(|(k, _)| k.starts_with("key.converter") || k.starts_with("value.converter"))
+            .cloned()
+            .collect();
+        for (key, value) in &converter_defaults {
+            if let Err(m) = crate::convert::check_setting(key, value) {
+                problems.push(Problem::new(key, m));
+            }
+        }
+        let prefixed = |prefix: &str| -> Pairs {
+            pairs
+                .iter()
+                .filter_map(|(k, v)| k.strip_prefix(prefix).map(|k| (k.to_owned(), v.clone())))
+                .collect()
+        };
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(Self {
+            bootstrap_servers,
+            plugin_path: PathBuf::from(get("plugin.path").unwrap_or("dist/plugins")),
+            data_dir: PathBuf::from(get("data.dir").unwrap_or("wasm-connect-data")),
+            offset_flush_interval: Duration::from_millis(flush_ms),
+            converter_defaults,
+            limits,
+            source_poll_max_records: poll_max.min(u64::from(u32::MAX)) as u32,
+            source_max_in_flight: in_flight as usize,
+            sink_batch_max_records: sink_batch as usize,
+            topic_creation_enable,
+            topic_default_partitions: partitions.min(i32::MAX as u64) as i32,
+            topic_default_replication: replication,
+            plugin_scan_interval: Duration::from_millis(scan_ms),
+            embedded_listener: get("embedded.broker.listener")
+                .unwrap_or("127.0.0.1:9092")
+                .to_owned(),
+            worker_id: get("worker.id")
+                .map(str::to_owned)
+                .unwrap_or_else(default_worker_id),
+            producer: prefixed("producer."),
+            consumer: prefixed("consumer."),
+            admin: prefixed("admin."),
+        })
+    }
+}
+
+fn default_worker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned());
+    format!("{host}:{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(items: &[(&str, &str)]) -> Pairs {
+        items
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        let c = WorkerConfig::from_pairs(&pairs(&[])).unwrap();
+        assert!(c.bootstrap_servers.is_none());
+        assert_eq!(c.offset_flush_interval, Duration::from_secs(10));
+        let c = WorkerConfig::from_pairs(&pairs(&[
+            ("bootstrap.servers", "127.0.0.1:19092"),
+            ("offset.flush.interval.ms", "250"),
+            ("producer.linger.ms", "20"),
+            ("value.converter", "string"),
+        ]))
+        .unwrap();
+        assert_eq!(c.bootstrap_servers.as_deref(), Some("127.0.0.1:19092"));
+        assert_eq!(c.offset_flush_interval, Duration::from_millis(250));
+        assert_eq!(c.producer, pairs(&[("linger.ms", "20")]));
+        assert_eq!(
+            c.converter_defaults,
+            pairs(&[("value.converter", "string")])
+        );
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let problems = WorkerConfig::from_pairs(&pairs(&[
+            ("offset.flush.interval.ms", "soon"),
+            ("value.converter", "avro"),
+        ]))
+        .unwrap_err();
+        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert!(
+            text[0].starts_with("offset.flush.interval.ms: \"soon\""),
+            "{text:?}"
+        );
+        assert!(
+            text[1].starts_with("value.converter: ") && text[1].contains("avro"),
+            "{text:?}"
+        );
+    }
+}

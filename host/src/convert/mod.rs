@@ -1,0 +1,308 @@
+//! Converters between a plugin's keys and values ([`Data`]) and the bytes stored in Kafka, with
+//! Kafka Connect's names and behaviour: `string` (StringConverter), `bytes`
+//! (ByteArrayConverter) and `json` (JsonConverter, with or without the `{"schema", "payload"}`
+//! envelope). Configured per connector (`key.converter`, `value.converter`,
+//! `*.converter.schemas.enable`) with worker defaults.
+
+mod schema;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
+use crate::sandbox::bindings::types::Data;
+
+/// One converter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Converter {
+    /// UTF-8 text both ways.
+    String,
+    /// Bytes passed through unchanged.
+    Bytes,
+    /// JSON, optionally in a schema envelope.
+    Json { schemas: bool },
+}
+
+/// Kafka Connect class names accepted for our converters.
+const ALIASES: &[(&str, &str)] = &[
+    ("org.apache.kafka.connect.storage.StringConverter", "string"),
+    ("org.apache.kafka.connect.json.JsonConverter", "json"),
+    (
+        "org.apache.kafka.connect.converters.ByteArrayConverter",
+        "bytes",
+    ),
+];
+
+/// Check one `key.converter*` / `value.converter*` setting.
+pub fn check_setting(key: &str, value: &str) -> Result<(), String> {
+    if key.ends_with(".schemas.enable") {
+        return parse_bool(value).map(|_| ());
+    }
+    if key == "key.converter" || key == "value.converter" {
+        return parse_name(value).map(|_| ());
+    }
+    Ok(())
+}
+
+fn parse_name(value: &str) -> Result<&'static str, String> {
+    let value = value.trim();
+    let name = ALIASES
+        .iter()
+        .find(|(class, _)| *class == value)
+        .map(|(_, n)| *n)
+        .unwrap_or(value);
+    match name {
+        "string" => Ok("string"),
+        "json" => Ok("json"),
+        "bytes" => Ok("bytes"),
+        other => Err(format!(
+            "unknown converter {other:?}; use string, json or bytes (or Kafka Connect's StringConverter, JsonConverter, ByteArrayConverter)"
+        )),
+    }
+}
+
+fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.trim() {
+        v if v.eq_ignore_ascii_case("true") => Ok(true),
+        v if v.eq_ignore_ascii_case("false") => Ok(false),
+        other => Err(format!("{other:?} must be true or false")),
+    }
+}
+
+impl Converter {
+    /// The converter for `role` (`key` or `value`): the connector's setting, else the worker's,
+    /// else the default (string keys, JSON values; schemas on, as in Kafka Connect).
+    pub fn configured(
+        role: &str,
+        connector: &[(String, String)],
+        worker: &[(String, String)],
+    ) -> Result<Self, String> {
+        let lookup = |suffix: &str| {
+            let key = format!("{role}.converter{suffix}");
+            connector
+                .iter()
+                .chain(worker)
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| (key.clone(), v.clone()))
+        };
+        let name = match lookup("") {
+            Some((key, value)) => parse_name(&value).map_err(|e| format!("{key}: {e}"))?,
+            None if role == "key" => "string",
+            None => "json",
+        };
+        Ok(match name {
+            "string" => Converter::String,
+            "bytes" => Converter::Bytes,
+            _ => {
+                let schemas = match lookup(".schemas.enable") {
+                    Some((key, value)) => parse_bool(&value).map_err(|e| format!("{key}: {e}"))?,
+                    None => true,
+                };
+                Converter::Json { schemas }
+            }
+        })
+    }
+
+    /// Plugin data to Kafka bytes. `None` (null) stays null.
+    pub fn to_kafka(&self, data: Option<&Data>) -> Result<Option<Vec<u8>>, String> {
+        let Some(data) = data else { return Ok(None) };
+        match self {
+            Converter::Bytes => Ok(Some(bytes_of(data).to_vec())),
+            Converter::String => match data {
+                Data::Bytes(b) => std::str::from_utf8(b)
+                    .map(|s| Some(s.as_bytes().to_vec()))
+                    .map_err(|_| {
+                        "the string converter got bytes that are not UTF-8; use the bytes converter"
+                            .to_owned()
+                    }),
+                Data::Text(s) | Data::Json(s) => Ok(Some(s.as_bytes().to_vec())),
+            },
+            Converter::Json { schemas } => {
+                let payload = json_payload(data)?;
+                let out = if *schemas {
+                    serde_json::json!({ "schema": schema::infer(data, &payload), "payload": payload })
+                } else {
+                    payload
+                };
+                serde_json::to_vec(&out)
+                    .map(Some)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// Kafka bytes to plugin data. `None` (null) stays null.
+    pub fn from_kafka(&self, bytes: Option<&[u8]>) -> Result<Option<Data>, String> {
+        let Some(bytes) = bytes else { return Ok(None) };
+        match self {
+            Converter::Bytes => Ok(Some(Data::Bytes(bytes.to_vec()))),
+            Converter::String => std::str::from_utf8(bytes)
+                .map(|s| Some(Data::Text(s.to_owned())))
+                .map_err(|_| "not UTF-8 text; use the bytes converter for binary data".to_owned()),
+            Converter::Json { schemas } => {
+                let value: serde_json::Value =
+                    serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
+                let (payload, schema_type) = if *schemas {
+                    let serde_json::Value::Object(mut envelope) = value else {
+                        return Err(envelope_error());
+                    };
+                    match (envelope.remove("schema"), envelope.remove("payload")) {
+                        (Some(schema), Some(payload)) if envelope.is_empty() => {
+                            let ty = schema
+                                .get("type")
+                                .and_then(|t| t.as_str())
+                                .map(str::to_owned);
+                            (payload, ty)
+                        }
+                        _ => return Err(envelope_error()),
+                    }
+                } else {
+                    (value, None)
+                };
+                Ok(match payload {
+                    serde_json::Value::Null => None,
+                    serde_json::Value::String(s) if schema_type.as_deref() == Some("bytes") => {
+                        Some(Data::Bytes(
+                            BASE64
+                                .decode(s.as_bytes())
+                                .map_err(|e| format!("bytes payload is not base64: {e}"))?,
+                        ))
+                    }
+                    serde_json::Value::String(s) => Some(Data::Text(s)),
+                    other => Some(Data::Json(other.to_string())),
+                })
+            }
+        }
+    }
+}
+
+fn envelope_error() -> String {
+    "the json converter with schemas.enable=true expects {\"schema\": ..., \"payload\": ...}; set value.converter.schemas.enable=false (or key.) for plain JSON".to_owned()
+}
+
+fn bytes_of(data: &Data) -> &[u8] {
+    match data {
+        Data::Bytes(b) => b,
+        Data::Text(s) | Data::Json(s) => s.as_bytes(),
+    }
+}
+
+/// The JSON value a plugin's data stands for: a document, a string, or base64 bytes.
+fn json_payload(data: &Data) -> Result<serde_json::Value, String> {
+    match data {
+        Data::Json(text) => serde_json::from_str(text)
+            .map_err(|e| format!("the plugin returned invalid JSON ({e})")),
+        Data::Text(s) => Ok(serde_json::Value::String(s.clone())),
+        Data::Bytes(b) => Ok(serde_json::Value::String(BASE64.encode(b))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(c: Converter, data: Data) -> Option<Data> {
+        let bytes = c.to_kafka(Some(&data)).unwrap();
+        c.from_kafka(bytes.as_deref()).unwrap()
+    }
+
+    #[test]
+    fn configured_by_connector_then_worker_then_default() {
+        let pairs = |items: &[(&str, &str)]| -> Vec<(String, String)> {
+            items
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let worker = pairs(&[(
+            "value.converter",
+            "org.apache.kafka.connect.storage.StringConverter",
+        )]);
+        assert_eq!(
+            Converter::configured("value", &[], &worker),
+            Ok(Converter::String)
+        );
+        let connector = pairs(&[
+            ("value.converter", "json"),
+            ("value.converter.schemas.enable", "false"),
+        ]);
+        assert_eq!(
+            Converter::configured("value", &connector, &worker),
+            Ok(Converter::Json { schemas: false })
+        );
+        assert_eq!(
+            Converter::configured("key", &[], &[]),
+            Ok(Converter::String)
+        );
+        assert_eq!(
+            Converter::configured("value", &[], &[]),
+            Ok(Converter::Json { schemas: true })
+        );
+        let err =
+            Converter::configured("key", &pairs(&[("key.converter", "avro")]), &[]).unwrap_err();
+        assert!(
+            err.starts_with("key.converter: ") && err.contains("avro"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn json_with_schemas_wraps_and_unwraps() {
+        let c = Converter::Json { schemas: true };
+        let bytes = c
+            .to_kafka(Some(&Data::Json(r#"{"id":1,"name":"x"}"#.into())))
+            .unwrap()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["payload"], serde_json::json!({"id":1,"name":"x"}));
+        assert_eq!(v["schema"]["type"], "struct");
+        assert_eq!(
+            v["schema"]["fields"][0],
+            serde_json::json!({"field":"id","type":"int64","optional":false})
+        );
+        assert_eq!(
+            roundtrip(c, Data::Text("line".into())),
+            Some(Data::Text("line".into()))
+        );
+        assert_eq!(
+            roundtrip(c, Data::Bytes(vec![0, 255])),
+            Some(Data::Bytes(vec![0, 255]))
+        );
+        let err = c.from_kafka(Some(br#"{"id":1}"#)).unwrap_err();
+        assert!(err.contains("schemas.enable"), "{err}");
+    }
+
+    #[test]
+    fn json_without_schemas_string_and_bytes() {
+        let c = Converter::Json { schemas: false };
+        assert_eq!(
+            c.to_kafka(Some(&Data::Text("a\"b".into())))
+                .unwrap()
+                .unwrap(),
+            br#""a\"b""#
+        );
+        assert_eq!(
+            roundtrip(c, Data::Json("[1,2]".into())),
+            Some(Data::Json("[1,2]".into()))
+        );
+        assert!(
+            c.to_kafka(Some(&Data::Json("{oops".into())))
+                .unwrap_err()
+                .contains("invalid JSON")
+        );
+        assert!(
+            c.from_kafka(Some(b"{oops"))
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
+        assert_eq!(
+            roundtrip(Converter::String, Data::Text("é".into())),
+            Some(Data::Text("é".into()))
+        );
+        assert!(Converter::String.from_kafka(Some(&[0xff])).is_err());
+        assert_eq!(
+            roundtrip(Converter::Bytes, Data::Bytes(vec![1, 2])),
+            Some(Data::Bytes(vec![1, 2]))
+        );
+        assert_eq!(Converter::Bytes.to_kafka(None).unwrap(), None);
+    }
+}

@@ -1,0 +1,162 @@
+//! Consumers for sink tasks: group `connect-<connector>`, offsets committed only by the task
+//! runner (after the plugin's `flush`), cooperative rebalancing, and rebalance events passed to
+//! the runner so it can call the plugin's `open` / `close`.
+
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::error::KafkaError;
+use tokio::sync::mpsc;
+
+use super::TracingContext;
+
+/// A partition assignment change, in `(topic, partition)` terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RebalanceEvent {
+    Assigned(Vec<(String, i32)>),
+    Revoked(Vec<(String, i32)>),
+}
+
+/// Forwards rebalance events to the task runner.
+pub struct SinkContext {
+    events: mpsc::UnboundedSender<RebalanceEvent>,
+}
+
+impl ClientContext for SinkContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        TracingContext.log(level, fac, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        TracingContext.error(error, reason);
+    }
+}
+
+fn partitions(tpl: &rdkafka::TopicPartitionList) -> Vec<(String, i32)> {
+    tpl.elements()
+        .iter()
+        .map(|e| (e.topic().to_owned(), e.partition()))
+        .collect()
+}
+
+impl ConsumerContext for SinkContext {
+    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(tpl) = rebalance {
+            let _ = self.events.send(RebalanceEvent::Revoked(partitions(tpl)));
+        }
+    }
+
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(tpl) = rebalance {
+            let _ = self.events.send(RebalanceEvent::Assigned(partitions(tpl)));
+        }
+    }
+}
+
+/// A sink task's consumer.
+pub type SinkConsumer = StreamConsumer<SinkContext>;
+
+/// What a sink connector consumes: `topics` or `topics.regex`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subscription {
+    Topics(Vec<String>),
+    Regex(String),
+}
+
+impl Subscription {
+    /// From a connector config; exactly one of `topics` and `topics.regex` must be set.
+    pub fn from_config(config: &[(String, String)]) -> Result<Self, String> {
+        let get = |k: &str| {
+            config
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.trim())
+                .filter(|v| !v.is_empty())
+        };
+        match (get("topics"), get("topics.regex")) {
+            (Some(_), Some(_)) => Err("topics and topics.regex: set only one of them".to_owned()),
+            (Some(list), None) => Ok(Subscription::Topics(
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            )),
+            (None, Some(regex)) => Ok(Subscription::Regex(regex.to_owned())),
+            (None, None) => {
+                Err("topics: a sink connector needs topics (a list) or topics.regex".to_owned())
+            }
+        }
+    }
+}
+
+/// Create and subscribe a consumer for one task of connector `connector`.
+pub fn create(
+    bootstrap: &str,
+    client_id: &str,
+    connector: &str,
+    subscription: &Subscription,
+    overrides: &[(String, String)],
+) -> Result<(SinkConsumer, mpsc::UnboundedReceiver<RebalanceEvent>), String> {
+    let mut config = super::base_config(bootstrap, client_id);
+    config
+        .set("group.id", format!("connect-{connector}"))
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("partition.assignment.strategy", "cooperative-sticky")
+        .set("enable.partition.eof", "false");
+    super::apply(&mut config, overrides);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let consumer: SinkConsumer = config
+        .create_with_context(SinkContext { events: tx })
+        .map_err(|e| format!("cannot create the Kafka consumer: {e}"))?;
+    let result = match subscription {
+        Subscription::Topics(topics) => {
+            let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+            consumer.subscribe(&refs)
+        }
+        Subscription::Regex(regex) => {
+            let pattern = if regex.starts_with('^') {
+                regex.clone()
+            } else {
+                format!("^{regex}")
+            };
+            consumer.subscribe(&[pattern.as_str()])
+        }
+    };
+    result.map_err(|e| format!("cannot subscribe to {subscription:?}: {e}"))?;
+    Ok((consumer, rx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Subscription;
+
+    fn cfg(items: &[(&str, &str)]) -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn subscription_needs_exactly_one_of_topics_and_regex() {
+        assert_eq!(
+            Subscription::from_config(&cfg(&[("topics", "a, b")])),
+            Ok(Subscription::Topics(vec!["a".into(), "b".into()]))
+        );
+        assert_eq!(
+            Subscription::from_config(&cfg(&[("topics.regex", "logs-.*")])),
+            Ok(Subscription::Regex("logs-.*".into()))
+        );
+        assert!(
+            Subscription::from_config(&cfg(&[]))
+                .unwrap_err()
+                .starts_with("topics:")
+        );
+        assert!(
+            Subscription::from_config(&cfg(&[("topics", "a"), ("topics.regex", "b")])).is_err()
+        );
+    }
+}

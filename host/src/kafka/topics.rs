@@ -1,0 +1,96 @@
+//! Creating the topics source connectors write to (Kafka Connect's KIP-158): a topic is created
+//! the first time a task sends to it, with the connector's `topic.creation.default.partitions`
+//! and `topic.creation.default.replication.factor` (else the worker's defaults). Needed for
+//! clusters with `auto.create.topics.enable=false`, and for the embedded broker.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::error::RDKafkaErrorCode;
+
+use super::TracingContext;
+
+/// Connector keys (KIP-158).
+pub const PARTITIONS: &str = "topic.creation.default.partitions";
+pub const REPLICATION: &str = "topic.creation.default.replication.factor";
+
+/// Creates missing topics, remembering which exist.
+pub struct TopicCreator {
+    admin: AdminClient<TracingContext>,
+    enabled: bool,
+    partitions: i32,
+    replication: i32,
+    known: Mutex<HashSet<String>>,
+}
+
+impl TopicCreator {
+    /// A creator for `bootstrap`; `enabled=false` never creates (the broker must auto-create
+    /// or the topics must exist).
+    pub fn new(
+        bootstrap: &str,
+        client_id: &str,
+        overrides: &[(String, String)],
+        enabled: bool,
+        partitions: i32,
+        replication: i32,
+    ) -> Result<Self, String> {
+        let mut config = super::base_config(bootstrap, client_id);
+        super::apply(&mut config, overrides);
+        let admin = config
+            .create_with_context(TracingContext)
+            .map_err(|e| format!("cannot create the Kafka admin client: {e}"))?;
+        Ok(Self {
+            admin,
+            enabled,
+            partitions,
+            replication,
+            known: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// Make sure `topic` exists, creating it with `connector`'s settings if needed.
+    pub async fn ensure(&self, topic: &str, connector: &[(String, String)]) -> Result<(), String> {
+        if !self.enabled || self.lock().contains(topic) {
+            return Ok(());
+        }
+        let setting = |key: &str, default: i32| -> Result<i32, String> {
+            match connector.iter().find(|(k, _)| k == key) {
+                None => Ok(default),
+                Some((_, v)) => v
+                    .trim()
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|n| *n == -1 || *n >= 1)
+                    .ok_or_else(|| format!("{key}: {v:?} must be -1 or a positive integer")),
+            }
+        };
+        let partitions = setting(PARTITIONS, self.partitions)?;
+        let replication = setting(REPLICATION, self.replication)?;
+        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = self
+            .admin
+            .create_topics([&new], &options)
+            .await
+            .map_err(|e| format!("cannot create topic {topic}: {e}"))?;
+        for result in results {
+            match result {
+                Ok(_) => tracing::info!(topic, partitions, replication, "created topic"),
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((_, code)) => {
+                    return Err(format!(
+                        "cannot create topic {topic} ({partitions} partitions, replication {replication}): {code}; create it yourself or fix {PARTITIONS} / {REPLICATION}"
+                    ));
+                }
+            }
+        }
+        self.lock().insert(topic.to_owned());
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

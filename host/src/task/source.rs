@@ -1,0 +1,269 @@
+//! The source task loop. Records a plugin returns are converted and handed to the shared
+//! producer; acknowledgements come back on the task's channel and advance the committable
+//! offsets; every `offset.flush.interval.ms` (and on stop) those offsets are written to the
+//! offset store and then passed to the plugin's `commit`. At most `source.max.in.flight.records`
+//! records are unacknowledged at a time, so a fast plugin meets back-pressure.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rdkafka::message::{Header, OwnedHeaders};
+use tokio::sync::{mpsc, watch};
+
+use super::{RunnerSettings, TaskMetrics, backoff};
+use crate::convert::Converter;
+use crate::kafka::producer::{Ack, AckTarget, Outgoing, Producer};
+use crate::kafka::topics::TopicCreator;
+use crate::offsets::{FileOffsetStore, SubmittedRecords};
+use crate::sandbox::SourceTaskInstance;
+use crate::sandbox::instance::{SourcePosition, SourceRecord};
+
+/// How long a stopping task waits for outstanding acknowledgements.
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// Everything one source task runs with.
+pub struct SourceRunner {
+    pub connector: String,
+    pub task: u32,
+    pub instance: SourceTaskInstance,
+    pub producer: Arc<Producer>,
+    pub topics: Arc<TopicCreator>,
+    pub offsets: Arc<FileOffsetStore>,
+    /// The connector config (default `topic`, topic creation settings).
+    pub config: Vec<(String, String)>,
+    pub key_converter: Converter,
+    pub value_converter: Converter,
+    pub settings: RunnerSettings,
+    pub metrics: Arc<TaskMetrics>,
+}
+
+struct Loop {
+    tracker: SubmittedRecords,
+    acks_tx: mpsc::UnboundedSender<Ack>,
+    acks: mpsc::UnboundedReceiver<Ack>,
+    /// The first delivery failure, which fails the task.
+    delivery_error: Option<String>,
+}
+
+impl SourceRunner {
+    /// Run until `stop` turns true or the task fails; `Err` carries the failure trace.
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<(), String> {
+        let (acks_tx, acks) = mpsc::unbounded_channel();
+        let mut state = Loop {
+            tracker: SubmittedRecords::default(),
+            acks_tx,
+            acks,
+            delivery_error: None,
+        };
+        let outcome = self.poll_loop(&mut state, &mut stop).await;
+        // Whatever happened, record what Kafka has acknowledged so nothing is replayed twice
+        // needlessly; then let the plugin release its resources.
+        self.drain(&mut state).await;
+        let flushed = self.flush(&mut state).await;
+        if let Err(e) = self.instance.stop().await {
+            tracing::warn!(connector = %self.connector, task = self.task, "stop: {e}");
+        }
+        outcome.and(flushed)
+    }
+
+    async fn poll_loop(
+        &mut self,
+        state: &mut Loop,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<(), String> {
+        let default_topic = self
+            .config
+            .iter()
+            .find(|(k, _)| k == "topic")
+            .map(|(_, v)| v.clone());
+        let mut last_flush = Instant::now();
+        let mut idle = Duration::from_millis(1);
+        let mut retries = 0;
+        loop {
+            self.take_acks(state);
+            if let Some(e) = &state.delivery_error {
+                return Err(e.clone());
+            }
+            if *stop.borrow() {
+                return Ok(());
+            }
+            if last_flush.elapsed() >= self.settings.flush_interval {
+                self.flush(state).await?;
+                last_flush = Instant::now();
+            }
+            let room = self
+                .settings
+                .source_max_in_flight
+                .saturating_sub(state.tracker.in_flight());
+            if room == 0 {
+                // Back-pressure: wait for Kafka to acknowledge something.
+                tokio::select! {
+                    ack = state.acks.recv() => if let Some(ack) = ack { self.on_ack(state, ack) },
+                    _ = tokio::time::sleep(self.settings.flush_interval) => {}
+                    _ = stop.changed() => {}
+                }
+                continue;
+            }
+            let max = (self.settings.source_poll_max_records as usize).min(room) as u32;
+            let records = match self.instance.poll(max).await {
+                Ok(records) => {
+                    retries = 0;
+                    records
+                }
+                Err(e) if e.is_retriable() => {
+                    let wait = backoff(retries);
+                    retries += 1;
+                    tracing::warn!(connector = %self.connector, task = self.task, "{e}; polling again in {wait:?}");
+                    tokio::select! { _ = tokio::time::sleep(wait) => {}, _ = stop.changed() => {} }
+                    continue;
+                }
+                Err(e) => return Err(e.to_string()),
+            };
+            if records.is_empty() {
+                tokio::select! {
+                    _ = tokio::time::sleep(idle) => {}
+                    _ = stop.changed() => {}
+                }
+                idle = (idle * 2).min(Duration::from_millis(50));
+                continue;
+            }
+            idle = Duration::from_millis(1);
+            self.metrics
+                .records_in
+                .fetch_add(records.len() as u64, Ordering::Relaxed);
+            for (index, record) in records.into_iter().enumerate() {
+                self.send(state, index, record, default_topic.as_deref())
+                    .await?;
+            }
+        }
+    }
+
+    async fn send(
+        &mut self,
+        state: &mut Loop,
+        index: usize,
+        record: SourceRecord,
+        default_topic: Option<&str>,
+    ) -> Result<(), String> {
+        let describe = || {
+            format!(
+                "record {index} of the batch (source partition {}, offset {})",
+                record.source_partition, record.source_offset
+            )
+        };
+        let topic = record.topic.as_deref().or(default_topic).ok_or_else(|| {
+            format!(
+                "{}: it names no topic and the connector config has no `topic`",
+                describe()
+            )
+        })?;
+        self.topics.ensure(topic, &self.config).await?;
+        let key = self
+            .key_converter
+            .to_kafka(record.key.as_ref())
+            .map_err(|e| format!("{}: the key converter failed: {e}", describe()))?;
+        let value = self
+            .value_converter
+            .to_kafka(record.value.as_ref())
+            .map_err(|e| format!("{}: the value converter failed: {e}", describe()))?;
+        let headers = (!record.headers.is_empty()).then(|| {
+            record.headers.iter().fold(
+                OwnedHeaders::new_with_capacity(record.headers.len()),
+                |h, header| {
+                    h.insert(Header {
+                        key: &header.key,
+                        value: header.value.as_deref(),
+                    })
+                },
+            )
+        });
+        let submitted = state
+            .tracker
+            .submit(&record.source_partition, record.source_offset.clone());
+        let target = AckTarget {
+            tx: state.acks_tx.clone(),
+            record: submitted,
+        };
+        self.producer
+            .send(
+                Outgoing {
+                    topic,
+                    partition: record.partition,
+                    key: key.as_deref(),
+                    value: value.as_deref(),
+                    headers,
+                    timestamp: record.timestamp,
+                },
+                target,
+            )
+            .await
+    }
+
+    fn take_acks(&self, state: &mut Loop) {
+        while let Ok(ack) = state.acks.try_recv() {
+            self.on_ack(state, ack);
+        }
+    }
+
+    fn on_ack(&self, state: &mut Loop, ack: Ack) {
+        match ack.error {
+            None => {
+                state.tracker.ack(ack.record);
+                self.metrics.records_done.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(error) => {
+                if state.delivery_error.is_none() {
+                    state.delivery_error = Some(format!("Kafka rejected a record: {error}"));
+                }
+            }
+        }
+    }
+
+    /// Wait (bounded) for outstanding acknowledgements.
+    async fn drain(&mut self, state: &mut Loop) {
+        let deadline = tokio::time::Instant::now() + STOP_GRACE;
+        while state.tracker.in_flight() > 0 && state.delivery_error.is_none() {
+            tokio::select! {
+                ack = state.acks.recv() => match ack {
+                    Some(ack) => self.on_ack(state, ack),
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(deadline) => {
+                    tracing::warn!(connector = %self.connector, task = self.task, in_flight = state.tracker.in_flight(), "stopping with unacknowledged records; they will be sent again after a restart");
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Persist the committable offsets, then tell the plugin.
+    async fn flush(&mut self, state: &mut Loop) -> Result<(), String> {
+        self.take_acks(state);
+        let committable = state.tracker.take_committable();
+        if committable.is_empty() {
+            return Ok(());
+        }
+        let store = Arc::clone(&self.offsets);
+        let connector = self.connector.clone();
+        let to_store = committable.clone();
+        tokio::task::spawn_blocking(move || store.commit(&connector, &to_store))
+            .await
+            .map_err(|e| format!("offset flush task failed: {e}"))??;
+        let positions: Vec<SourcePosition> = committable
+            .into_iter()
+            .map(|(source_partition, source_offset)| SourcePosition {
+                source_partition,
+                source_offset,
+            })
+            .collect();
+        match self.instance.commit(&positions).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_retriable() => {
+                tracing::warn!(connector = %self.connector, task = self.task, "commit: {e}");
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}

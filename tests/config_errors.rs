@@ -1,0 +1,169 @@
+//! Bad worker and connector configs: the worker refuses to start and says which file, key and
+//! value are wrong, and what to do.
+
+use std::fs;
+use std::process::Command;
+
+use wasm_connect_tests::{kafka, plugin_dir, wasm_connect_bin};
+
+fn standalone(dir: &std::path::Path, worker: &str, connectors: &[(&str, &str)]) -> (bool, String) {
+    let worker_file = dir.join("worker.properties");
+    fs::write(&worker_file, worker).unwrap();
+    let mut cmd = Command::new(wasm_connect_bin());
+    cmd.arg("standalone").arg(&worker_file);
+    for (name, text) in connectors {
+        let path = dir.join(name);
+        fs::write(&path, text).unwrap();
+        cmd.arg(path);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn base_worker(dir: &std::path::Path) -> String {
+    format!(
+        "bootstrap.servers={}\nplugin.path={}\ndata.dir={}\n",
+        kafka::bootstrap(),
+        plugin_dir().display(),
+        dir.join("data").display()
+    )
+}
+
+#[test]
+fn bad_worker_values_name_the_file_key_and_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, err) = standalone(
+        dir.path(),
+        "offset.flush.interval.ms=soon\nvalue.converter=avro\n",
+        &[],
+    );
+    assert!(!ok);
+    assert!(err.contains("worker.properties"), "{err}");
+    assert!(
+        err.contains("offset.flush.interval.ms: \"soon\" is not an integer"),
+        "{err}"
+    );
+    assert!(
+        err.contains("value.converter: unknown converter \"avro\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_plugin_directory_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, err) = standalone(
+        dir.path(),
+        "bootstrap.servers=127.0.0.1:1\nplugin.path=/no/such/plugins\n",
+        &[],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("/no/such/plugins") && err.contains("plugin.path"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unknown_plugin_lists_the_available_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, err) = standalone(
+        dir.path(),
+        &base_worker(dir.path()),
+        &[("c.properties", "name=c\nconnector.class=FileStreamSource\n")],
+    );
+    assert!(!ok);
+    assert!(err.contains("c.properties"), "{err}");
+    assert!(
+        err.contains("connector.class: no plugin named FileStreamSource"),
+        "{err}"
+    );
+    assert!(err.contains("datagen@0.1.0"), "{err}");
+}
+
+#[test]
+fn missing_and_mistyped_connector_keys_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, err) = standalone(
+        dir.path(),
+        &base_worker(dir.path()),
+        &[(
+            "d.properties",
+            "name=d\nconnector.class=datagen\ncount=lots\nkey.type=uuid\n",
+        )],
+    );
+    assert!(!ok);
+    assert!(err.contains("d.properties"), "{err}");
+    assert!(err.contains("topic: is required by datagen"), "{err}");
+    assert!(err.contains("count: \"lots\" is not a valid LONG"), "{err}");
+    assert!(
+        err.contains("key.type: \"uuid\" is not one of the allowed values: sequence, none"),
+        "{err}"
+    );
+}
+
+#[test]
+fn connector_files_without_name_or_class_and_bad_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, err) = standalone(
+        dir.path(),
+        &base_worker(dir.path()),
+        &[("e.properties", "tasks.max=0\n")],
+    );
+    assert!(!ok);
+    assert!(err.contains("e.properties"), "{err}");
+    assert!(err.contains("name: is required"), "{err}");
+    assert!(err.contains("connector.class: is required"), "{err}");
+    assert!(
+        err.contains("tasks.max: \"0\" is not a positive integer"),
+        "{err}"
+    );
+
+    let (ok, err) = standalone(
+        dir.path(),
+        &base_worker(dir.path()),
+        &[("f.json", "{\"name\": \"f\", ")],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("f.json") && err.contains("invalid JSON"),
+        "{err}"
+    );
+
+    let (ok, err) = standalone(
+        dir.path(),
+        &base_worker(dir.path()),
+        &[("g.yaml", "name: g")],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("g.yaml") && err.contains("unknown config format"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_sink_without_topics_and_a_bad_grant_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, err) = standalone(
+        dir.path(),
+        &base_worker(dir.path()),
+        &[(
+            "s.properties",
+            "name=s\nconnector.class=file-sink\nfile=/tmp/x.txt\nsandbox.fs.write=relative/dir\n",
+        )],
+    );
+    assert!(!ok);
+    assert!(err.contains("s.properties"), "{err}");
+    assert!(
+        err.contains("topics: a sink connector needs topics"),
+        "{err}"
+    );
+    assert!(
+        err.contains("sandbox.fs.write: \"relative/dir\" is not an absolute path"),
+        "{err}"
+    );
+}

@@ -1,0 +1,78 @@
+//! Test plugin: a sink that appends each value as a line to `file`, but whose first
+//! `fail.times` calls to `put` fail with a retriable error (writing nothing), so a test can show
+//! the worker re-delivers the same batch and loses or reorders nothing.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+
+use wasm_connect_sdk::{
+    Config, ConfigDef, ConfigType, Connector, Error, RecordFailure, Result, SinkConnector,
+    SinkRecord, SinkTask, Spec, TopicPartitionOffset, export_sink_connector,
+};
+
+struct FlakySink;
+
+impl Connector for FlakySink {
+    fn spec() -> Spec {
+        Spec::new(
+            "flaky-sink",
+            "0.1.0",
+            "Fails put retriably, then writes lines",
+        )
+        .config(ConfigDef::new("file", ConfigType::String, "Output file.").required())
+        .config(
+            ConfigDef::new("fail.times", ConfigType::Int, "Failing put calls first.").default(3),
+        )
+    }
+}
+
+impl SinkConnector for FlakySink {
+    type Task = Task;
+}
+
+struct Task {
+    file: File,
+    failures_left: u32,
+}
+
+impl SinkTask for Task {
+    fn create(config: Config) -> Result<Self> {
+        let path = config.string("file")?;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::fatal(format!("cannot open {path}: {e}")))?;
+        Ok(Task {
+            file,
+            failures_left: config.parse_or("fail.times", 3)?,
+        })
+    }
+
+    fn put(&mut self, records: Vec<SinkRecord>) -> Result<Vec<RecordFailure>> {
+        if self.failures_left > 0 {
+            self.failures_left -= 1;
+            return Err(Error::retriable(format!(
+                "pretending the target is busy ({} more failures)",
+                self.failures_left
+            )));
+        }
+        for record in records {
+            let value = record.value.as_ref().map_or(&b"null"[..], |v| v.as_bytes());
+            self.file
+                .write_all(value)
+                .and_then(|()| self.file.write_all(b"\n"))
+                .map_err(|e| Error::fatal(e.to_string()))?;
+        }
+        Ok(Vec::new())
+    }
+
+    fn flush(&mut self, offsets: Vec<TopicPartitionOffset>) -> Result<Vec<TopicPartitionOffset>> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::retriable(e.to_string()))?;
+        Ok(offsets)
+    }
+}
+
+export_sink_connector!(FlakySink);

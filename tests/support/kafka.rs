@@ -1,0 +1,141 @@
+//! The real Apache Kafka broker of the tests (started by `scripts/kafka`), and plain rdkafka
+//! clients to set up topics and read back what a worker wrote.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+
+use crate::repo_root;
+
+/// The broker's address, starting it (once per test process) with the project's script.
+pub fn bootstrap() -> String {
+    static BOOTSTRAP: OnceLock<String> = OnceLock::new();
+    BOOTSTRAP
+        .get_or_init(|| {
+            let output = Command::new(repo_root().join("scripts/kafka"))
+                .arg("start")
+                .output()
+                .expect("run scripts/kafka start");
+            assert!(
+                output.status.success(),
+                "scripts/kafka start failed:\n{}\n{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let port = std::env::var("WASM_CONNECT_KAFKA_PORT").unwrap_or_else(|_| "19092".into());
+            format!("127.0.0.1:{port}")
+        })
+        .clone()
+}
+
+/// A topic name no other test uses.
+pub fn unique_topic(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Create `topic` with `partitions` partitions.
+pub async fn create_topic(topic: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("admin client");
+    let results = admin
+        .create_topics(
+            [&NewTopic::new(
+                topic,
+                partitions,
+                TopicReplication::Fixed(1),
+            )],
+            &AdminOptions::new(),
+        )
+        .await
+        .expect("create topic");
+    for r in results {
+        r.expect("topic created");
+    }
+}
+
+/// Produce `values` (with null keys) to partition 0 of `topic`, waiting for every ack.
+pub fn produce(topic: &str, values: &[Vec<u8>]) {
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("producer");
+    for v in values {
+        let mut record = BaseRecord::<(), _>::to(topic).payload(v).partition(0);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    record = back;
+                    producer.poll(Duration::from_millis(10));
+                }
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(30)).expect("flush");
+}
+
+/// One record read back.
+#[derive(Debug, Clone)]
+pub struct Consumed {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+}
+
+/// Read `topic` from the beginning until `count` records arrived or `timeout` passed.
+pub fn consume(topic: &str, count: usize, timeout: Duration) -> Vec<Consumed> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set(
+            "group.id",
+            format!("test-reader-{}", uuid::Uuid::new_v4().simple()),
+        )
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .expect("metadata");
+    let mut tpl = TopicPartitionList::new();
+    for p in metadata.topics()[0].partitions() {
+        tpl.add_partition_offset(topic, p.id(), Offset::Beginning)
+            .expect("partition");
+    }
+    consumer.assign(&tpl).expect("assign");
+    let deadline = Instant::now() + timeout;
+    let mut out = Vec::new();
+    while out.len() < count && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            out.push(Consumed {
+                partition: m.partition(),
+                offset: m.offset(),
+                key: m.key().map(<[u8]>::to_vec),
+                value: m.payload().map(<[u8]>::to_vec),
+            });
+        }
+    }
+    out
+}
+
+/// Group records by partition, in offset order.
+pub fn by_partition(records: &[Consumed]) -> BTreeMap<i32, Vec<Consumed>> {
+    let mut map: BTreeMap<i32, Vec<Consumed>> = BTreeMap::new();
+    for r in records {
+        map.entry(r.partition).or_default().push(r.clone());
+    }
+    for list in map.values_mut() {
+        list.sort_by_key(|r| r.offset);
+    }
+    map
+}

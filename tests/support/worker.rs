@@ -1,0 +1,146 @@
+//! Running the real `wasm-connect standalone` binary: configs written to files, logs captured,
+//! stopped politely (SIGTERM) or killed (SIGKILL).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{plugin_dir, wasm_connect_bin};
+
+/// Write `pairs` as a `.properties` file.
+pub fn write_properties(path: &Path, pairs: &[(&str, String)]) {
+    let text: String = pairs.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+    fs::write(path, text).expect("write properties");
+}
+
+/// A worker process.
+pub struct Worker {
+    child: Child,
+    /// Combined stdout and stderr.
+    pub log: PathBuf,
+}
+
+impl Worker {
+    /// Start `standalone` in `dir` (its working directory) with a worker config (plugin dir, data
+    /// dir and `worker` pairs; later pairs win) and the given connector config files.
+    pub fn start(dir: &Path, worker: &[(&str, String)], connectors: &[PathBuf]) -> Worker {
+        let worker_file = dir.join("worker.properties");
+        let mut pairs: Vec<(&str, String)> = vec![
+            ("plugin.path", plugin_dir().display().to_string()),
+            ("data.dir", dir.join("data").display().to_string()),
+        ];
+        pairs.extend(worker.iter().cloned());
+        write_properties(&worker_file, &pairs);
+        let log = dir.join(format!("worker-{}.log", uuid_like()));
+        let out = fs::File::create(&log).expect("log file");
+        let err = out.try_clone().expect("log file");
+        let child = Command::new(wasm_connect_bin())
+            .current_dir(dir)
+            .arg("standalone")
+            .arg(&worker_file)
+            .args(connectors)
+            .env("RUST_LOG", "info,librdkafka=warn")
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .expect("start wasm-connect");
+        Worker { child, log }
+    }
+
+    /// The log so far.
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait until the log contains `needle`, panicking (with the log) after `timeout` or if the
+    /// worker exits first.
+    pub fn wait_for_log(&mut self, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.log_text().contains(needle) {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "the worker exited ({status}) before logging {needle:?}:\n{}",
+                    self.log_text()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {needle:?} in:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGTERM, then wait for the exit.
+    pub fn stop(mut self) -> (ExitStatus, String) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let status = wait_with_timeout(&mut self.child, Duration::from_secs(90));
+        (status, self.log_text())
+    }
+
+    /// SIGKILL: no chance to flush anything.
+    pub fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.log_text()
+    }
+
+    /// Wait for the worker to exit on its own.
+    pub fn wait(mut self, timeout: Duration) -> (ExitStatus, String) {
+        let status = wait_with_timeout(&mut self.child, timeout);
+        (status, self.log_text())
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_with_timeout(child: &mut Child, timeout: Duration) -> ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return child.wait().expect("wait");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn uuid_like() -> String {
+    format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    )
+}
+
+/// Poll `check` every 100 ms until it returns true or `timeout` passes; returns the last result.
+pub fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
