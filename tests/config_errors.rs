@@ -167,3 +167,21 @@ fn a_sink_without_topics_and_a_bad_grant_are_named() {
         "{err}"
     );
 }
+
+#[test]
+fn every_worker_key_is_documented() {
+    let docs =
+        fs::read_to_string(wasm_connect_tests::repo_root().join("docs/configuration.md")).unwrap();
+    for (key, default, _) in wasm_connect::config::worker::KEYS {
+        let row = docs
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{key}` |")))
+            .unwrap_or_else(|| panic!("docs/configuration.md has no row for {key}"));
+        if !default.starts_with('(') {
+            assert!(
+                row.contains(&format!("`{default}`")),
+                "the documented default of {key} is not {default}: {row}"
+            );
+        }
+    }
+}

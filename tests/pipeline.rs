@@ -380,7 +380,7 @@ async fn a_sink_that_fails_retriably_for_a_while_recovers_without_loss_or_reorde
     );
     let mut settings = worker_settings();
     settings.push(("plugin.path", plugins.display().to_string()));
-    let mut worker = Worker::start(dir.path(), &settings, &[connector]);
+    let worker = Worker::start(dir.path(), &settings, &[connector]);
     let out = output.join("out.txt");
     assert!(
         eventually(Duration::from_secs(90), || lines(&out).len() >= 500),
@@ -395,4 +395,44 @@ async fn a_sink_that_fails_retriably_for_a_while_recovers_without_loss_or_reorde
     );
     let expected: Vec<String> = (0..500).map(|i| format!("value {i}")).collect();
     assert_eq!(lines(&out), expected);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_record_that_fails_conversion_fails_the_task_and_says_which_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique_topic("poison");
+    create_topic(&topic, 1).await;
+    produce(
+        &topic,
+        &[
+            b"{\"schema\":{\"type\":\"string\"},\"payload\":\"fine\"}".to_vec(),
+            b"not json".to_vec(),
+        ],
+    );
+    let output = dir.path().join("out");
+    fs::create_dir_all(&output).unwrap();
+    let connector = dir.path().join("sink.properties");
+    write_properties(
+        &connector,
+        &[
+            ("name", "poisoned".into()),
+            ("connector.class", "file-sink".into()),
+            ("topics", topic.clone()),
+            ("file", output.join("out.txt").display().to_string()),
+            ("sandbox.fs.write", output.display().to_string()),
+        ],
+    );
+    let mut worker = Worker::start(dir.path(), &worker_settings(), &[connector]);
+    worker.wait_for_log("task failed", Duration::from_secs(120));
+    let (status, log) = worker.stop();
+    assert!(
+        log.contains(&format!(
+            "record {topic}-0 offset 1: the value converter failed: not valid JSON"
+        )),
+        "{log}"
+    );
+    assert!(
+        !status.success(),
+        "a failed task makes the worker exit non-zero:\n{log}"
+    );
 }

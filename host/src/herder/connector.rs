@@ -93,10 +93,10 @@ fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked, Vec<Probl
         problems.push(Problem::new("", m));
         Converter::String
     });
-    if plugin.world == World::Sink {
-        if let Err(m) = Subscription::from_config(&pairs) {
-            problems.push(Problem::new("", m));
-        }
+    if plugin.world == World::Sink
+        && let Err(m) = Subscription::from_config(&pairs)
+    {
+        problems.push(Problem::new("", m));
     }
     if !problems.is_empty() {
         return Err(problems);

@@ -173,11 +173,17 @@ impl SinkRunner {
             }
             RebalanceEvent::Revoked(parts) => {
                 tracing::info!(connector = %self.connector, task = self.task, ?parts, "partitions revoked");
-                // Records of these partitions not yet committed are delivered again to their new
-                // owner (at-least-once).
+                // Flush and commit what was handed over for these partitions, so their new owner
+                // starts after it; if that commit misses the revocation, the new owner gets those
+                // records again (at-least-once).
+                let mut revoked: BTreeMap<(String, i32), i64> = BTreeMap::new();
                 for p in &parts {
-                    positions.remove(p);
+                    if let Some(offset) = positions.remove(p) {
+                        revoked.insert(p.clone(), offset);
+                    }
                 }
+                self.flush_and_commit(&mut revoked, CommitMode::Sync)
+                    .await?;
                 match self.instance.close(&as_wit(&parts)).await {
                     Err(e) if !e.is_retriable() => Err(e.to_string()),
                     _ => Ok(()),
