@@ -24,6 +24,7 @@ fn quickstart(dir: &Path, port: u16, count: u32, log: &str) -> Child {
         .env("QUICKSTART_COUNT", count.to_string())
         .env("QUICKSTART_RATE", "2000")
         .env("QUICKSTART_LISTENER", format!("127.0.0.1:{port}"))
+        .env("QUICKSTART_REST", "http://127.0.0.1:0")
         .stdout(Stdio::from(out.try_clone().unwrap()))
         .stderr(Stdio::from(out))
         .spawn()

@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 use wasm_connect::cli::{Cli, Command};
 
 fn main() -> ExitCode {
@@ -14,13 +13,7 @@ fn main() -> ExitCode {
         Command::Standalone(_) => "info,librdkafka=warn,tansu_storage=off,tansu_broker=warn",
         _ => "warn",
     };
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    wasm_connect::logging::init(default_filter);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -78,27 +78,31 @@ pub fn get<'a>(config: &'a [(String, String)], key: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// The `wasm-connect` binary, built by `cargo test` alongside the tests (built here if not).
+/// The `wasm-connect` binary, (re)built once per test process so that `cargo test -p
+/// wasm-connect-tests` never runs a stale binary.
 pub fn wasm_connect_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "wasm-connect",
+                "--bin",
+                "wasm-connect",
+            ])
+            .current_dir(repo_root())
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building the wasm-connect binary failed");
         let exe = std::env::current_exe().expect("test executable path");
         // target/<profile>/deps/<test> -> target/<profile>/wasm-connect
-        let bin = exe
-            .parent()
+        exe.parent()
             .and_then(Path::parent)
             .map(|dir| dir.join("wasm-connect"))
-            .expect("target directory");
-        if !bin.is_file() {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "-p", "wasm-connect", "--bin", "wasm-connect"])
-                .current_dir(repo_root())
-                .status()
-                .expect("run cargo build");
-            assert!(status.success(), "building the wasm-connect binary failed");
-        }
-        bin
+            .expect("target directory")
     })
     .clone()
 }

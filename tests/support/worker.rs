@@ -29,6 +29,8 @@ impl Worker {
         let mut pairs: Vec<(&str, String)> = vec![
             ("plugin.path", plugin_dir().display().to_string()),
             ("data.dir", dir.join("data").display().to_string()),
+            // Any free port, so workers of parallel tests never collide.
+            ("listeners", "http://127.0.0.1:0".to_owned()),
         ];
         pairs.extend(worker.iter().cloned());
         write_properties(&worker_file, &pairs);
@@ -74,6 +76,20 @@ impl Worker {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The REST API's base URL, once the worker says it is running.
+    pub fn rest_url(&mut self, timeout: Duration) -> String {
+        self.wait_for_log("wasm-connect is running", timeout);
+        let log = self.log_text();
+        let start = log
+            .find("REST API at ")
+            .expect("the running line names the REST address")
+            + "REST API at ".len();
+        let rest = &log[start..];
+        rest[..rest.find(',').unwrap_or(rest.len())]
+            .trim()
+            .to_owned()
     }
 
     /// SIGTERM, then wait for the exit.

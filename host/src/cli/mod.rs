@@ -1,5 +1,6 @@
 //! The `wasm-connect` command line.
 
+mod client;
 mod plugins;
 mod standalone;
 mod table;
@@ -33,6 +34,13 @@ pub enum Command {
     Plugins(plugins::PluginsCommand),
     /// Run a worker with the given connectors in this process (Kafka Connect's standalone mode).
     Standalone(standalone::StandaloneArgs),
+    /// Manage the connectors of a running worker over its REST API.
+    Connectors {
+        #[command(subcommand)]
+        command: client::ConnectorsCommand,
+        #[command(flatten)]
+        remote: client::Remote,
+    },
 }
 
 impl Cli {
@@ -46,6 +54,7 @@ impl Cli {
         let result = match self.command {
             Command::Plugins(command) => plugins::run(command, cache_dir).await,
             Command::Standalone(args) => standalone::run(args).await,
+            Command::Connectors { command, remote } => client::connectors(command, remote).await,
         };
         match result {
             Ok(code) => code,

@@ -19,11 +19,18 @@ const DEFAULT_DIR: &str = "dist/plugins";
 /// `plugins` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum PluginsCommand {
-    /// List the plugins in a directory: name, version, kind and file.
+    /// List the plugins in a directory (name, version, kind, file), or with --url those of a
+    /// running worker.
     List {
         /// The plugin directory (Kafka Connect's plugin.path).
         #[arg(long, env = "WASM_CONNECT_PLUGIN_PATH", default_value = DEFAULT_DIR)]
         dir: PathBuf,
+        /// Ask the worker at this REST URL instead of reading a directory.
+        #[arg(long, conflicts_with = "dir")]
+        url: Option<String>,
+        /// A bearer token for --url.
+        #[arg(long, env = "WASM_CONNECT_REST_TOKEN", hide_env_values = true)]
+        token: Option<String>,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -47,7 +54,21 @@ pub(super) async fn run(
 ) -> anyhow::Result<ExitCode> {
     let sandbox = Sandbox::new(cache_dir)?;
     match command {
-        PluginsCommand::List { dir, json } => list(sandbox, &dir, json).await,
+        PluginsCommand::List {
+            url: Some(url),
+            token,
+            json,
+            ..
+        } => {
+            super::client::remote_plugins(super::client::Remote {
+                url,
+                token,
+                user: None,
+                json,
+            })
+            .await
+        }
+        PluginsCommand::List { dir, json, .. } => list(sandbox, &dir, json).await,
         PluginsCommand::Inspect { plugin, dir, json } => {
             inspect(sandbox, &plugin, &dir, json).await
         }

@@ -9,6 +9,7 @@ use clap::Args;
 
 use crate::config::{ConnectorConfig, WorkerConfig};
 use crate::herder::{Herder, report_progress};
+use crate::rest::{self, RestConfig};
 
 /// Arguments of `standalone`.
 #[derive(Debug, Args)]
@@ -24,6 +25,12 @@ pub struct StandaloneArgs {
 
 pub(super) async fn run(args: StandaloneArgs) -> anyhow::Result<ExitCode> {
     let worker = WorkerConfig::from_file(&args.worker_config).map_err(anyhow::Error::msg)?;
+    let rest = RestConfig::from_worker(
+        &worker.listeners,
+        worker.rest_token_file.as_deref(),
+        worker.rest_basic_file.as_deref(),
+    )
+    .map_err(|e| anyhow::anyhow!("{}: {e}", args.worker_config.display()))?;
     // Read every connector file before starting anything, so a typo fails fast.
     let connectors = args
         .connector_configs
@@ -32,16 +39,20 @@ pub(super) async fn run(args: StandaloneArgs) -> anyhow::Result<ExitCode> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(anyhow::Error::msg)?;
     let herder = Herder::start(worker).await.map_err(anyhow::Error::msg)?;
+    // Files on the command line are (re)applied over what an earlier run stored.
     for (config, path) in connectors.into_iter().zip(&args.connector_configs) {
         let name = config.name.clone();
         herder
-            .start_connector(config)
+            .put_config(config)
             .await
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         tracing::info!(connector = %name, file = %path.display(), "connector started");
     }
+    let (address, server) = rest::serve(herder.clone(), rest)
+        .await
+        .map_err(anyhow::Error::msg)?;
     println!(
-        "wasm-connect is running (Kafka at {}, data in {}). Press Ctrl-C to stop.",
+        "wasm-connect is running (Kafka at {}, REST API at http://{address}, data in {}). Press Ctrl-C to stop.",
         herder.bootstrap(),
         herder.data_dir().display()
     );
@@ -52,16 +63,11 @@ pub(super) async fn run(args: StandaloneArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = progress {
         p.abort();
     }
-    herder.shutdown(Duration::from_secs(60)).await;
+    server.abort();
     let mut failed = 0;
-    for connector in herder.status().await {
-        let total: u64 = connector.tasks.iter().map(|t| t.done()).sum();
-        failed += connector
-            .tasks
-            .iter()
-            .filter(|t| t.state().name() == "FAILED")
-            .count();
-        println!("{}: {total} records in this run", connector.name);
+    for (name, done, failed_tasks) in herder.shutdown().await {
+        failed += failed_tasks;
+        println!("{name}: {done} records in this run");
     }
     println!("stopped.");
     Ok(if failed > 0 {

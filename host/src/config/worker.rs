@@ -131,6 +131,10 @@ pub struct WorkerConfig {
     pub plugin_scan_interval: Duration,
     pub embedded_listener: String,
     pub worker_id: String,
+    /// The REST listener, `http://IP:PORT`.
+    pub listeners: String,
+    pub rest_token_file: Option<String>,
+    pub rest_basic_file: Option<String>,
     /// `producer.*` settings, prefix removed.
     pub producer: Pairs,
     /// `consumer.*` settings, prefix removed.
@@ -257,6 +261,11 @@ impl WorkerConfig {
             worker_id: get("worker.id")
                 .map(str::to_owned)
                 .unwrap_or_else(default_worker_id),
+            listeners: get("listeners")
+                .unwrap_or("http://127.0.0.1:8083")
+                .to_owned(),
+            rest_token_file: get("rest.auth.token.file").map(str::to_owned),
+            rest_basic_file: get("rest.auth.basic.file").map(str::to_owned),
             producer: prefixed("producer."),
             consumer: prefixed("consumer."),
             admin: prefixed("admin."),

@@ -1,6 +1,6 @@
-//! Starting one connector: find its plugin, check its config (the worker's keys, the plugin's
-//! config definitions, the plugin's own `validate`), split it into task configs (at most
-//! `tasks.max`) and start a runner per task.
+//! Preparing one connector (find its plugin, check its config: the worker's keys, the plugin's
+//! config definitions, the plugin's own `validate`; split it into at most `tasks.max` task
+//! configs) and spawning the runner of one of its tasks.
 
 use std::sync::Arc;
 
@@ -18,27 +18,30 @@ use crate::sandbox::{
 };
 use crate::task::sink::SinkRunner;
 use crate::task::source::SourceRunner;
-use crate::task::{RunnerSettings, TaskMetrics, TaskState};
+use crate::task::{ActiveTopics, Control, RunnerSettings, TaskMetrics, TaskState};
 
-/// A connector's tasks, for status and progress.
-pub struct ConnectorStatus {
-    pub name: String,
-    pub plugin: String,
-    pub kind: World,
-    pub tasks: Vec<Arc<TaskMetrics>>,
+/// A connector whose config checked out, with its task configs.
+pub(crate) struct Prepared {
+    pub plugin: Arc<Plugin>,
+    /// The connector config with the plugin's defaults filled in.
+    pub pairs: Vec<(String, String)>,
+    pub grants: Grants,
+    pub limits: Limits,
+    pub key_converter: Converter,
+    pub value_converter: Converter,
+    pub task_configs: Vec<Vec<(String, String)>>,
 }
 
-/// Everything derived from a checked connector config.
-struct Checked {
-    plugin: Arc<Plugin>,
-    pairs: Vec<(String, String)>,
-    grants: Grants,
-    limits: Limits,
-    key_converter: Converter,
-    value_converter: Converter,
+/// A running task.
+pub(crate) struct TaskHandle {
+    pub metrics: Arc<TaskMetrics>,
+    pub control: watch::Sender<Control>,
+    pub join: JoinHandle<()>,
 }
 
-fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked, Vec<Problem>> {
+/// The problems with `config` that need no plugin instance: unknown plugin, the plugin's key
+/// definitions, grants, limits, converters, the sink subscription.
+pub(crate) fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked, Vec<Problem>> {
     let registry = &shared.registry;
     let plugin = registry
         .find(&config.plugin, config.plugin_version.as_deref())
@@ -111,152 +114,199 @@ fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked, Vec<Probl
     })
 }
 
-/// Start `config`'s tasks; they stop when `stop` turns true.
-pub(super) async fn start(
-    shared: &Arc<Shared>,
-    config: ConnectorConfig,
-    stop: watch::Receiver<bool>,
-) -> Result<(World, Vec<(Arc<TaskMetrics>, JoinHandle<()>)>), String> {
-    let name = config.name.clone();
-    let origin = format!("connector {name}");
-    let checked = check(shared, &config).map_err(|p| describe(&origin, &p))?;
-    let plugin = &checked.plugin;
+/// A connector config that passed [`check`].
+pub(crate) struct Checked {
+    plugin: Arc<Plugin>,
+    pairs: Vec<(String, String)>,
+    grants: Grants,
+    limits: Limits,
+    key_converter: Converter,
+    value_converter: Converter,
+}
 
-    // The connector instance: the plugin's own validation, then the task split.
-    let ctx = InstanceContext {
+/// The connector instance's context (also the base of its tasks' contexts).
+fn connector_context(
+    shared: &Shared,
+    name: &str,
+    grants: &Grants,
+    limits: Limits,
+) -> InstanceContext {
+    InstanceContext {
         tags: Tags {
-            connector: name.clone(),
+            connector: name.to_owned(),
             task: None,
         },
-        grants: checked.grants.clone(),
-        limits: checked.limits,
-        offsets: shared.offsets.reader(&name),
+        grants: grants.clone(),
+        limits,
+        offsets: shared.offsets.reader(name),
         reconfigure: Arc::new(tokio::sync::Notify::new()),
-    };
+    }
+}
+
+/// Check `config` completely and split it into task configs. `Err` lists every problem.
+pub(crate) async fn prepare(
+    shared: &Shared,
+    config: &ConnectorConfig,
+) -> Result<Prepared, Vec<Problem>> {
+    let Checked {
+        plugin,
+        pairs,
+        grants,
+        limits,
+        key_converter,
+        value_converter,
+    } = check(shared, config)?;
+    let ctx = connector_context(shared, &config.name, &grants, limits);
+    let instance_error = |e: String| vec![Problem::new("", e)];
     let mut instance =
         ConnectorInstance::new(&shared.sandbox, &plugin.component, plugin.world, &ctx)
             .await
             .map_err(|e| {
-                format!(
-                    "{origin}: cannot instantiate plugin {}: {e:#}",
+                instance_error(format!(
+                    "cannot instantiate plugin {}: {e:#}",
                     plugin.spec.name
-                )
+                ))
             })?;
     let errors = instance
-        .validate(&checked.pairs)
+        .validate(&pairs)
         .await
-        .map_err(|e| format!("{origin}: {e}"))?;
+        .map_err(|e| instance_error(e.to_string()))?;
     if !errors.is_empty() {
-        let problems: Vec<Problem> = errors
+        return Err(errors
             .into_iter()
             .map(|e| Problem::new(e.key, e.message))
-            .collect();
-        return Err(describe(&origin, &problems));
+            .collect());
     }
     let task_configs = instance
-        .task_configs(&checked.pairs, config.tasks_max)
+        .task_configs(&pairs, config.tasks_max)
         .await
-        .map_err(|e| format!("{origin}: {e}"))?;
-    tracing::info!(connector = %name, plugin = %plugin.spec.name, version = %plugin.spec.version, tasks = task_configs.len(), tasks_max = config.tasks_max, "starting connector");
+        .map_err(|e| instance_error(e.to_string()))?;
+    tracing::info!(connector = %config.name, plugin = %plugin.spec.name, version = %plugin.spec.version, tasks = task_configs.len(), tasks_max = config.tasks_max, "connector configured");
+    Ok(Prepared {
+        plugin,
+        pairs,
+        grants,
+        limits,
+        key_converter,
+        value_converter,
+        task_configs,
+    })
+}
 
+/// Describe problems from [`prepare`] for connector `name`.
+pub(crate) fn problems_message(name: &str, problems: &[Problem]) -> String {
+    describe(&format!("connector {name}"), problems)
+}
+
+/// Create task `id`'s instance and start its runner under `control`.
+pub(crate) async fn spawn_task(
+    shared: &Arc<Shared>,
+    name: &str,
+    prepared: &Prepared,
+    id: u32,
+    initial: Control,
+    topics_used: &ActiveTopics,
+) -> Result<TaskHandle, String> {
+    let plugin = &prepared.plugin;
+    let task_config = prepared
+        .task_configs
+        .get(id as usize)
+        .ok_or_else(|| format!("connector {name} has no task {id}"))?;
+    // Capabilities come from the operator's connector config, never from the task config a
+    // plugin returned, so a plugin cannot grant itself more.
+    let mut ctx = connector_context(shared, name, &prepared.grants, prepared.limits);
+    ctx.tags.task = Some(id);
     let settings = RunnerSettings {
         flush_interval: shared.config.offset_flush_interval,
         source_poll_max_records: shared.config.source_poll_max_records,
         source_max_in_flight: shared.config.source_max_in_flight,
         sink_batch_max_records: shared.config.sink_batch_max_records,
     };
-    let mut tasks = Vec::with_capacity(task_configs.len());
-    for (id, task_config) in task_configs.into_iter().enumerate() {
-        let id = id as u32;
-        // Capabilities come from the operator's connector config, never from the task config a
-        // plugin returned, so a plugin cannot grant itself more.
-        let task_ctx = InstanceContext {
-            tags: Tags {
-                connector: name.clone(),
-                task: Some(id),
-            },
-            ..ctx.clone()
-        };
-        let metrics = Arc::new(TaskMetrics::default());
-        let runner: std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<(), String>> + Send>,
-        > = match plugin.world {
+    let metrics = Arc::new(TaskMetrics::default());
+    let (control, control_rx) = watch::channel(initial);
+    let origin = format!("connector {name} task {id}");
+    let runner: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>> =
+        match plugin.world {
             World::Source => {
                 let instance = SourceTaskInstance::create(
                     &shared.sandbox,
                     &plugin.component,
-                    &task_ctx,
-                    &task_config,
+                    &ctx,
+                    task_config,
                 )
                 .await
-                .map_err(|e| format!("{origin} task {id}: cannot instantiate: {e:#}"))?
-                .map_err(|e| format!("{origin} task {id}: {e}"))?;
+                .map_err(|e| format!("{origin}: cannot instantiate: {e:#}"))?
+                .map_err(|e| format!("{origin}: {e}"))?;
                 Box::pin(
                     SourceRunner {
-                        connector: name.clone(),
+                        connector: name.to_owned(),
                         task: id,
                         instance,
                         producer: Arc::clone(&shared.producer),
                         topics: Arc::clone(&shared.topics),
                         offsets: Arc::clone(&shared.offsets),
-                        config: checked.pairs.clone(),
-                        key_converter: checked.key_converter,
-                        value_converter: checked.value_converter,
+                        config: prepared.pairs.clone(),
+                        key_converter: prepared.key_converter,
+                        value_converter: prepared.value_converter,
                         settings,
                         metrics: Arc::clone(&metrics),
+                        topics_used: Arc::clone(topics_used),
                     }
-                    .run(stop.clone()),
+                    .run(control_rx),
                 )
             }
             World::Sink => {
-                let instance = SinkTaskInstance::create(
-                    &shared.sandbox,
-                    &plugin.component,
-                    &task_ctx,
-                    &task_config,
-                )
-                .await
-                .map_err(|e| format!("{origin} task {id}: cannot instantiate: {e:#}"))?
-                .map_err(|e| format!("{origin} task {id}: {e}"))?;
-                let subscription = Subscription::from_config(&checked.pairs)
+                let instance =
+                    SinkTaskInstance::create(&shared.sandbox, &plugin.component, &ctx, task_config)
+                        .await
+                        .map_err(|e| format!("{origin}: cannot instantiate: {e:#}"))?
+                        .map_err(|e| format!("{origin}: {e}"))?;
+                let subscription = Subscription::from_config(&prepared.pairs)
                     .map_err(|e| format!("{origin}: {e}"))?;
                 let client_id = format!("wasm-connect-{name}-{id}");
                 let (consumer, events) = consumer::create(
                     &shared.bootstrap,
                     &client_id,
-                    &name,
+                    name,
                     &subscription,
                     &shared.config.consumer,
                 )?;
                 Box::pin(
                     SinkRunner {
-                        connector: name.clone(),
+                        connector: name.to_owned(),
                         task: id,
                         instance,
                         consumer,
                         events,
-                        key_converter: checked.key_converter,
-                        value_converter: checked.value_converter,
+                        key_converter: prepared.key_converter,
+                        value_converter: prepared.value_converter,
                         settings,
                         metrics: Arc::clone(&metrics),
+                        topics_used: Arc::clone(topics_used),
                     }
-                    .run(stop.clone()),
+                    .run(control_rx),
                 )
             }
         };
-        metrics.set_state(TaskState::Running);
-        let task_metrics = Arc::clone(&metrics);
-        let connector = name.clone();
-        let handle = tokio::spawn(async move {
-            match runner.await {
-                Ok(()) => task_metrics.set_state(TaskState::Stopped),
-                Err(trace) => {
-                    tracing::error!(connector = %connector, task = id, "task failed: {trace}");
-                    task_metrics.set_state(TaskState::Failed(trace));
-                }
+    metrics.set_state(if initial == Control::Pause {
+        TaskState::Paused
+    } else {
+        TaskState::Running
+    });
+    let task_metrics = Arc::clone(&metrics);
+    let connector = name.to_owned();
+    let join = tokio::spawn(async move {
+        match runner.await {
+            Ok(()) => task_metrics.set_state(TaskState::Stopped),
+            Err(trace) => {
+                tracing::error!(connector = %connector, task = id, "task failed: {trace}");
+                task_metrics.set_state(TaskState::Failed(trace));
             }
-        });
-        tasks.push((metrics, handle));
-    }
-    Ok((plugin.world, tasks))
+        }
+    });
+    Ok(TaskHandle {
+        metrics,
+        control,
+        join,
+    })
 }

@@ -1,29 +1,67 @@
 //! The herder: owns the worker's shared parts (sandbox, plugin registry, Kafka clients, offset
-//! store, embedded broker) and the lifecycle of connectors and their tasks. Standalone mode:
-//! every task runs in this process.
+//! store, embedded broker) and the lifecycle of connectors and their tasks: create, reconfigure,
+//! pause, resume, stop, restart, delete, with configs and target states persisted in the data
+//! directory. Standalone mode: every task runs in this process.
 
 mod connector;
+mod offsets;
 mod progress;
+pub mod status;
+pub mod store;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Mutex, watch};
+use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
-pub use connector::ConnectorStatus;
 pub use progress::report_progress;
+pub use store::TargetState;
 
+use self::connector::{Prepared, TaskHandle, prepare, problems_message, spawn_task};
+use self::status::{ConnectorInfo, ConnectorStatus, InstanceState, TaskId, TaskInfo, TaskStatus};
+use self::store::ConfigStore;
 use crate::broker::EmbeddedBroker;
 use crate::config::{ConnectorConfig, WorkerConfig};
 use crate::kafka::producer::Producer;
 use crate::kafka::topics::TopicCreator;
 use crate::offsets::FileOffsetStore;
+use crate::plugin::World;
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
-use crate::task::TaskMetrics;
+use crate::task::{ActiveTopics, Control, TaskState};
+
+/// Shown instead of the value of a `PASSWORD` config key.
+pub const HIDDEN: &str = "[hidden]";
+
+/// How long a stopping task may take before it is aborted.
+const STOP_GRACE: Duration = Duration::from_secs(60);
+
+/// Why a herder operation failed; the REST layer maps the kind to a status code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HerderError {
+    /// No such connector or task (404).
+    NotFound(String),
+    /// A connector of that name exists (409).
+    Conflict(String),
+    /// The request or config is invalid (400).
+    BadRequest(String),
+    /// Something failed inside the worker (500).
+    Internal(String),
+}
+
+impl std::fmt::Display for HerderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HerderError::NotFound(m)
+            | HerderError::Conflict(m)
+            | HerderError::BadRequest(m)
+            | HerderError::Internal(m) => f.write_str(m),
+        }
+    }
+}
 
 /// The parts every connector shares.
 pub(crate) struct Shared {
@@ -36,26 +74,40 @@ pub(crate) struct Shared {
     pub offsets: Arc<FileOffsetStore>,
 }
 
-/// A running connector: its tasks and how to stop them.
-struct Running {
-    stop: watch::Sender<bool>,
-    tasks: Vec<(Arc<TaskMetrics>, JoinHandle<()>)>,
-    plugin: String,
-    kind: crate::plugin::World,
+/// One connector as the herder keeps it.
+struct Entry {
+    config: ConnectorConfig,
+    target: TargetState,
+    /// Why the connector itself is failed (bad config at start, task split failed), if it is.
+    failure: Option<String>,
+    prepared: Option<Prepared>,
+    tasks: Vec<TaskHandle>,
+    topics: ActiveTopics,
+}
+
+impl Entry {
+    fn kind(&self) -> Option<World> {
+        self.prepared.as_ref().map(|p| p.plugin.world)
+    }
 }
 
 /// The standalone worker.
 pub struct Herder {
     shared: Arc<Shared>,
-    connectors: Mutex<BTreeMap<String, Running>>,
+    connectors: Mutex<BTreeMap<String, Entry>>,
+    store: ConfigStore,
     _broker: Option<EmbeddedBroker>,
     _watcher: JoinHandle<()>,
+}
+
+fn not_found(name: &str) -> HerderError {
+    HerderError::NotFound(format!("Connector {name} not found"))
 }
 
 impl Herder {
     /// Start the worker's shared parts: data directory, sandbox with the compile cache, the
     /// plugin registry (scanned, then watched), the embedded broker if no cluster is named, and
-    /// the Kafka clients.
+    /// the Kafka clients. Connectors persisted by an earlier run are started again.
     pub async fn start(config: WorkerConfig) -> Result<Arc<Self>, String> {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| format!("data.dir: cannot create {}: {e}", config.data_dir.display()))?;
@@ -63,12 +115,7 @@ impl Herder {
             .map_err(|e| format!("cannot start the WebAssembly engine: {e:#}"))?;
         let registry = Registry::new(Arc::clone(&sandbox), &config.plugin_path);
         let report = registry.scan().await?;
-        tracing::info!(
-            plugins = registry.plugins().len(),
-            skipped = report.failed.len(),
-            dir = %config.plugin_path.display(),
-            "plugins loaded"
-        );
+        tracing::info!(plugins = registry.plugins().len(), skipped = report.failed.len(), dir = %config.plugin_path.display(), "plugins loaded");
         let watcher = registry.watch(config.plugin_scan_interval);
 
         let (broker, bootstrap) = match &config.bootstrap_servers {
@@ -97,7 +144,9 @@ impl Herder {
             replication,
         )?);
         let offsets = FileOffsetStore::open(config.data_dir.join("offsets.json"))?;
-        Ok(Arc::new(Self {
+        let store = ConfigStore::new(config.data_dir.join("connectors.json"));
+        let persisted = store.load()?;
+        let herder = Arc::new(Self {
             shared: Arc::new(Shared {
                 config,
                 sandbox,
@@ -108,9 +157,23 @@ impl Herder {
                 offsets,
             }),
             connectors: Mutex::new(BTreeMap::new()),
+            store,
             _broker: broker,
             _watcher: watcher,
-        }))
+        });
+        for (name, (pairs, target)) in persisted {
+            match ConnectorConfig::from_pairs(pairs) {
+                Ok(config) => {
+                    if let Err(e) = herder.create(config, target).await {
+                        tracing::error!(connector = %name, "cannot restore the stored connector: {e}");
+                    }
+                }
+                Err(problems) => {
+                    tracing::error!(connector = %name, "stored config is invalid: {}", problems_message(&name, &problems))
+                }
+            }
+        }
+        Ok(herder)
     }
 
     /// The Kafka cluster the worker uses (`host:port`).
@@ -123,67 +186,565 @@ impl Herder {
         self.shared.config.data_dir.clone()
     }
 
-    /// Validate `config`, split it into tasks and start them. Errors say what is wrong with
-    /// which key; nothing is started then.
-    pub async fn start_connector(&self, config: ConnectorConfig) -> Result<(), String> {
+    /// This worker's id.
+    pub fn worker_id(&self) -> &str {
+        &self.shared.config.worker_id
+    }
+
+    /// The plugin registry.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.shared.registry
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Every problem with `config` for the plugin it names (the worker's checks and the
+    /// plugin's `validate`), without creating anything; `NotFound` if the plugin is unknown.
+    pub async fn validate(
+        &self,
+        config: &ConnectorConfig,
+    ) -> Result<(Arc<crate::plugin::Plugin>, Vec<crate::config::Problem>), HerderError> {
+        let plugin = self
+            .shared
+            .registry
+            .find(&config.plugin, config.plugin_version.as_deref())
+            .ok_or_else(|| {
+                HerderError::NotFound(format!("Unknown connector plugin {}", config.plugin))
+            })?;
+        let problems = match prepare(&self.shared, config).await {
+            Ok(_) => Vec::new(),
+            Err(problems) => problems,
+        };
+        Ok((plugin, problems))
+    }
+
+    /// Create a connector in `target` state. Fails with `Conflict` if the name is taken and
+    /// `BadRequest` (listing every problem) if the config is invalid; nothing is created then.
+    pub async fn create(
+        &self,
+        config: ConnectorConfig,
+        target: TargetState,
+    ) -> Result<ConnectorInfo, HerderError> {
         let mut connectors = self.connectors.lock().await;
         if connectors.contains_key(&config.name) {
-            return Err(format!(
-                "name: a connector named {} is already running",
+            return Err(HerderError::Conflict(format!(
+                "Connector {} already exists",
                 config.name
-            ));
+            )));
         }
         let name = config.name.clone();
-        let plugin = config.plugin.clone();
-        let (stop, stop_rx) = watch::channel(false);
-        let (kind, tasks) = connector::start(&self.shared, config, stop_rx).await?;
-        connectors.insert(
-            name,
-            Running {
-                stop,
-                tasks,
-                plugin,
-                kind,
-            },
-        );
+        let entry = self.build(config, target).await?;
+        connectors.insert(name.clone(), entry);
+        self.persist(&connectors)?;
+        Ok(self.info_of(&name, &connectors[&name]))
+    }
+
+    /// Create or replace a connector's config (`PUT /connectors/{name}/config`). Returns whether
+    /// it was created. A replaced connector's tasks are stopped and started from the new config,
+    /// keeping its target state.
+    pub async fn put_config(
+        &self,
+        config: ConnectorConfig,
+    ) -> Result<(bool, ConnectorInfo), HerderError> {
+        let mut connectors = self.connectors.lock().await;
+        let name = config.name.clone();
+        let (created, target) = match connectors.get(&name) {
+            Some(existing) => (false, existing.target),
+            None => (true, TargetState::Running),
+        };
+        // Check the new config before touching the running one.
+        let prepared = self.prepare_or_reject(&config).await?;
+        if let Some(mut old) = connectors.remove(&name) {
+            stop_tasks(&mut old.tasks).await;
+        }
+        let entry = self.build_prepared(config, target, prepared).await;
+        connectors.insert(name.clone(), entry);
+        self.persist(&connectors)?;
+        Ok((created, self.info_of(&name, &connectors[&name])))
+    }
+
+    /// Stop and remove a connector (its offsets stay, as in Kafka Connect).
+    pub async fn delete(&self, name: &str) -> Result<(), HerderError> {
+        let mut connectors = self.connectors.lock().await;
+        let mut entry = connectors.remove(name).ok_or_else(|| not_found(name))?;
+        stop_tasks(&mut entry.tasks).await;
+        self.persist(&connectors)
+    }
+
+    /// Names of every connector.
+    pub async fn names(&self) -> Vec<String> {
+        self.connectors.lock().await.keys().cloned().collect()
+    }
+
+    /// `GET /connectors/{name}`.
+    pub async fn info(&self, name: &str) -> Result<ConnectorInfo, HerderError> {
+        let connectors = self.connectors.lock().await;
+        let entry = connectors.get(name).ok_or_else(|| not_found(name))?;
+        Ok(self.info_of(name, entry))
+    }
+
+    /// The connector's config as given (password values hidden).
+    pub async fn config(&self, name: &str) -> Result<BTreeMap<String, String>, HerderError> {
+        Ok(self.info(name).await?.config)
+    }
+
+    /// The connector's config as given, passwords included (for PATCH merges).
+    pub async fn raw_config(&self, name: &str) -> Result<Vec<(String, String)>, HerderError> {
+        let connectors = self.connectors.lock().await;
+        let entry = connectors.get(name).ok_or_else(|| not_found(name))?;
+        Ok(entry.config.pairs.clone())
+    }
+
+    /// `GET /connectors/{name}/status`.
+    pub async fn status(&self, name: &str) -> Result<ConnectorStatus, HerderError> {
+        let connectors = self.connectors.lock().await;
+        let entry = connectors.get(name).ok_or_else(|| not_found(name))?;
+        Ok(self.status_of(name, entry))
+    }
+
+    /// `GET /connectors/{name}/tasks`: each task's config (password values hidden).
+    pub async fn tasks(&self, name: &str) -> Result<Vec<TaskInfo>, HerderError> {
+        let connectors = self.connectors.lock().await;
+        let entry = connectors.get(name).ok_or_else(|| not_found(name))?;
+        let configs = entry
+            .prepared
+            .as_ref()
+            .map(|p| p.task_configs.clone())
+            .unwrap_or_default();
+        if entry.target == TargetState::Stopped {
+            return Ok(Vec::new());
+        }
+        Ok(configs
+            .into_iter()
+            .enumerate()
+            .map(|(i, config)| TaskInfo {
+                id: TaskId {
+                    connector: name.to_owned(),
+                    task: i as u32,
+                },
+                config: self.masked(entry, &config),
+            })
+            .collect())
+    }
+
+    /// `GET /connectors/{name}/tasks/{id}/status`.
+    pub async fn task_status(&self, name: &str, id: u32) -> Result<TaskStatus, HerderError> {
+        self.status(name)
+            .await?
+            .tasks
+            .into_iter()
+            .find(|t| t.id == id)
+            .ok_or_else(|| HerderError::NotFound(format!("Task {name}-{id} not found")))
+    }
+
+    /// Pause: tasks stop moving data but keep their instances and offsets.
+    pub async fn pause(&self, name: &str) -> Result<(), HerderError> {
+        self.set_target(name, TargetState::Paused).await
+    }
+
+    /// Resume a paused or stopped connector.
+    pub async fn resume(&self, name: &str) -> Result<(), HerderError> {
+        self.set_target(name, TargetState::Running).await
+    }
+
+    /// Stop: tasks are shut down (offsets flushed); the config stays (KIP-875).
+    pub async fn stop(&self, name: &str) -> Result<(), HerderError> {
+        self.set_target(name, TargetState::Stopped).await
+    }
+
+    async fn set_target(&self, name: &str, target: TargetState) -> Result<(), HerderError> {
+        let mut connectors = self.connectors.lock().await;
+        let entry = connectors.get_mut(name).ok_or_else(|| not_found(name))?;
+        entry.target = target;
+        match target {
+            TargetState::Stopped => stop_tasks(&mut entry.tasks).await,
+            TargetState::Running | TargetState::Paused => {
+                let control = if target == TargetState::Paused {
+                    Control::Pause
+                } else {
+                    Control::Run
+                };
+                if entry.tasks.is_empty() {
+                    self.start_tasks(name, entry, control, None).await;
+                } else {
+                    for task in &entry.tasks {
+                        let _ = task.control.send(control);
+                    }
+                }
+            }
+        }
+        self.persist(&connectors)
+    }
+
+    /// Restart the connector (re-check its config and re-split it); with `include_tasks`, also
+    /// its tasks (only the failed ones with `only_failed`). Returns the new status.
+    pub async fn restart(
+        &self,
+        name: &str,
+        include_tasks: bool,
+        only_failed: bool,
+    ) -> Result<ConnectorStatus, HerderError> {
+        let mut connectors = self.connectors.lock().await;
+        let entry = connectors.get_mut(name).ok_or_else(|| not_found(name))?;
+        let connector_failed = entry.failure.is_some();
+        if !only_failed || connector_failed {
+            match prepare(&self.shared, &entry.config).await {
+                Ok(prepared) => {
+                    let changed = entry.prepared.as_ref().map(|p| &p.task_configs)
+                        != Some(&prepared.task_configs);
+                    entry.prepared = Some(prepared);
+                    entry.failure = None;
+                    if changed || connector_failed {
+                        stop_tasks(&mut entry.tasks).await;
+                    }
+                }
+                Err(problems) => {
+                    stop_tasks(&mut entry.tasks).await;
+                    entry.failure = Some(problems_message(name, &problems));
+                }
+            }
+        }
+        if include_tasks && entry.target != TargetState::Stopped && entry.failure.is_none() {
+            let control = if entry.target == TargetState::Paused {
+                Control::Pause
+            } else {
+                Control::Run
+            };
+            let count = entry.prepared.as_ref().map_or(0, |p| p.task_configs.len());
+            for id in 0..count as u32 {
+                let failed = entry
+                    .tasks
+                    .get(id as usize)
+                    .is_none_or(|t| matches!(t.metrics.state(), TaskState::Failed(_)));
+                if only_failed && !failed {
+                    continue;
+                }
+                self.restart_task_in(name, entry, id, control).await;
+            }
+        } else if entry.tasks.is_empty()
+            && entry.target != TargetState::Stopped
+            && entry.failure.is_none()
+        {
+            let control = if entry.target == TargetState::Paused {
+                Control::Pause
+            } else {
+                Control::Run
+            };
+            self.start_tasks(name, entry, control, None).await;
+        }
+        Ok(self.status_of(name, entry))
+    }
+
+    /// Restart one task from its current task config.
+    pub async fn restart_task(&self, name: &str, id: u32) -> Result<(), HerderError> {
+        let mut connectors = self.connectors.lock().await;
+        let entry = connectors.get_mut(name).ok_or_else(|| not_found(name))?;
+        if id as usize >= entry.tasks.len() {
+            return Err(HerderError::NotFound(format!("Task {name}-{id} not found")));
+        }
+        let control = if entry.target == TargetState::Paused {
+            Control::Pause
+        } else {
+            Control::Run
+        };
+        self.restart_task_in(name, entry, id, control).await;
         Ok(())
     }
 
-    /// Every connector with its tasks' states and counters.
-    pub async fn status(&self) -> Vec<ConnectorStatus> {
-        self.connectors
+    async fn restart_task_in(&self, name: &str, entry: &mut Entry, id: u32, control: Control) {
+        let Some(prepared) = entry.prepared.as_ref() else {
+            return;
+        };
+        if let Some(task) = entry.tasks.get_mut(id as usize) {
+            stop_task(task).await;
+        }
+        let handle =
+            match spawn_task(&self.shared, name, prepared, id, control, &entry.topics).await {
+                Ok(handle) => handle,
+                Err(trace) => failed_task(trace),
+            };
+        if (id as usize) < entry.tasks.len() {
+            entry.tasks[id as usize] = handle;
+        } else {
+            entry.tasks.push(handle);
+        }
+    }
+
+    /// The topics the connector used (`GET /connectors/{name}/topics`).
+    pub async fn topics(&self, name: &str) -> Result<Vec<String>, HerderError> {
+        let connectors = self.connectors.lock().await;
+        let entry = connectors.get(name).ok_or_else(|| not_found(name))?;
+        let set = entry.topics.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(set.iter().cloned().collect())
+    }
+
+    /// Forget the connector's active topics.
+    pub async fn reset_topics(&self, name: &str) -> Result<(), HerderError> {
+        let connectors = self.connectors.lock().await;
+        let entry = connectors.get(name).ok_or_else(|| not_found(name))?;
+        entry
+            .topics
             .lock()
-            .await
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        Ok(())
+    }
+
+    /// Every connector's status and counters, for progress reports.
+    pub async fn statuses(&self) -> Vec<(ConnectorStatus, u64)> {
+        let connectors = self.connectors.lock().await;
+        connectors
             .iter()
-            .map(|(name, running)| ConnectorStatus {
-                name: name.clone(),
-                plugin: running.plugin.clone(),
-                kind: running.kind,
-                tasks: running.tasks.iter().map(|(m, _)| Arc::clone(m)).collect(),
+            .map(|(name, entry)| {
+                let done = entry.tasks.iter().map(|t| t.metrics.done()).sum();
+                (self.status_of(name, entry), done)
             })
             .collect()
     }
 
-    /// Stop every task (sources flush their offsets, sinks flush and commit) and wait for them,
-    /// at most `grace`.
-    pub async fn shutdown(&self, grace: Duration) {
+    /// Stop every task (sources flush their offsets, sinks flush and commit) and wait for them.
+    /// Target states stay as they are, so a restart brings the same connectors back. Returns
+    /// each connector's records done and failed tasks.
+    pub async fn shutdown(&self) -> Vec<(String, u64, usize)> {
         let mut connectors = self.connectors.lock().await;
-        for running in connectors.values() {
-            let _ = running.stop.send(true);
-        }
-        let deadline = tokio::time::Instant::now() + grace;
-        for (name, running) in connectors.iter_mut() {
-            for (_, handle) in running.tasks.iter_mut() {
-                if tokio::time::timeout_at(deadline, &mut *handle)
-                    .await
-                    .is_err()
-                {
-                    tracing::warn!(connector = %name, "a task did not stop in time");
-                    handle.abort();
-                }
+        for entry in connectors.values() {
+            for task in &entry.tasks {
+                let _ = task.control.send(Control::Stop);
             }
+        }
+        let mut summary = Vec::new();
+        for (name, entry) in connectors.iter_mut() {
+            for task in entry.tasks.iter_mut() {
+                stop_task(task).await;
+            }
+            let done = entry.tasks.iter().map(|t| t.metrics.done()).sum();
+            let failed = entry
+                .tasks
+                .iter()
+                .filter(|t| matches!(t.metrics.state(), TaskState::Failed(_)))
+                .count();
+            summary.push((
+                name.clone(),
+                done,
+                failed + usize::from(entry.failure.is_some()),
+            ));
+            entry.tasks.clear();
         }
         let producer = Arc::clone(&self.shared.producer);
         let _ = tokio::task::spawn_blocking(move || producer.flush(Duration::from_secs(10))).await;
+        summary
     }
+
+    async fn prepare_or_reject(&self, config: &ConnectorConfig) -> Result<Prepared, HerderError> {
+        prepare(&self.shared, config)
+            .await
+            .map_err(|p| HerderError::BadRequest(problems_message(&config.name, &p)))
+    }
+
+    /// A new entry for a valid config, with its tasks started per `target`.
+    async fn build(
+        &self,
+        config: ConnectorConfig,
+        target: TargetState,
+    ) -> Result<Entry, HerderError> {
+        let prepared = self.prepare_or_reject(&config).await?;
+        Ok(self.build_prepared(config, target, prepared).await)
+    }
+
+    async fn build_prepared(
+        &self,
+        config: ConnectorConfig,
+        target: TargetState,
+        prepared: Prepared,
+    ) -> Entry {
+        let mut entry = Entry {
+            config,
+            target,
+            failure: None,
+            prepared: Some(prepared),
+            tasks: Vec::new(),
+            topics: ActiveTopics::default(),
+        };
+        let name = entry.config.name.clone();
+        match target {
+            TargetState::Running => {
+                self.start_tasks(&name, &mut entry, Control::Run, None)
+                    .await
+            }
+            TargetState::Paused => {
+                self.start_tasks(&name, &mut entry, Control::Pause, None)
+                    .await
+            }
+            TargetState::Stopped => {}
+        }
+        entry
+    }
+
+    /// Start every task of `entry` (a task that cannot start is recorded as failed).
+    async fn start_tasks(
+        &self,
+        name: &str,
+        entry: &mut Entry,
+        control: Control,
+        _only: Option<u32>,
+    ) {
+        let Some(prepared) = entry.prepared.as_ref() else {
+            return;
+        };
+        let mut tasks = Vec::with_capacity(prepared.task_configs.len());
+        for id in 0..prepared.task_configs.len() as u32 {
+            tasks.push(match spawn_task(&self.shared, name, prepared, id, control, &entry.topics).await {
+                Ok(handle) => handle,
+                Err(trace) => {
+                    tracing::error!(connector = %name, task = id, "task failed to start: {trace}");
+                    failed_task(trace)
+                }
+            });
+        }
+        entry.tasks = tasks;
+    }
+
+    fn persist(&self, connectors: &BTreeMap<String, Entry>) -> Result<(), HerderError> {
+        self.store
+            .save(
+                connectors
+                    .iter()
+                    .map(|(n, e)| (n, e.config.pairs.as_slice(), e.target)),
+            )
+            .map_err(HerderError::Internal)
+    }
+
+    fn masked(&self, entry: &Entry, pairs: &[(String, String)]) -> BTreeMap<String, String> {
+        let secret: BTreeSet<&str> = entry
+            .prepared
+            .as_ref()
+            .map(|p| {
+                p.plugin
+                    .spec
+                    .config
+                    .iter()
+                    .filter(|k| k.ty == "PASSWORD")
+                    .map(|k| k.name.as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        pairs
+            .iter()
+            .map(|(k, v)| {
+                let value = if secret.contains(k.as_str()) {
+                    HIDDEN.to_owned()
+                } else {
+                    v.clone()
+                };
+                (k.clone(), value)
+            })
+            .collect()
+    }
+
+    fn info_of(&self, name: &str, entry: &Entry) -> ConnectorInfo {
+        let count = if entry.target == TargetState::Stopped {
+            0
+        } else {
+            entry.tasks.len()
+        };
+        ConnectorInfo {
+            name: name.to_owned(),
+            config: self.masked(entry, &entry.config.pairs),
+            tasks: (0..count as u32)
+                .map(|task| TaskId {
+                    connector: name.to_owned(),
+                    task,
+                })
+                .collect(),
+            kind: kind_name(entry.kind()),
+        }
+    }
+
+    fn status_of(&self, name: &str, entry: &Entry) -> ConnectorStatus {
+        let worker_id = self.shared.config.worker_id.clone();
+        let connector = match (&entry.failure, entry.target) {
+            (Some(trace), _) => InstanceState {
+                state: "FAILED",
+                worker_id: worker_id.clone(),
+                trace: Some(trace.clone()),
+            },
+            (None, target) => InstanceState {
+                state: match target {
+                    TargetState::Running => "RUNNING",
+                    TargetState::Paused => "PAUSED",
+                    TargetState::Stopped => "STOPPED",
+                },
+                worker_id: worker_id.clone(),
+                trace: None,
+            },
+        };
+        let tasks = entry
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(id, task)| {
+                let state = task.metrics.state();
+                TaskStatus {
+                    id: id as u32,
+                    state: InstanceState {
+                        state: state.name(),
+                        worker_id: worker_id.clone(),
+                        trace: match state {
+                            TaskState::Failed(trace) => Some(trace),
+                            _ => None,
+                        },
+                    },
+                }
+            })
+            .collect();
+        ConnectorStatus {
+            name: name.to_owned(),
+            connector,
+            tasks,
+            kind: kind_name(entry.kind()),
+        }
+    }
+}
+
+fn kind_name(kind: Option<World>) -> &'static str {
+    match kind {
+        Some(World::Source) => "source",
+        Some(World::Sink) => "sink",
+        None => "unknown",
+    }
+}
+
+/// A task that could not start: shown as FAILED with `trace`.
+fn failed_task(trace: String) -> TaskHandle {
+    let metrics = Arc::new(crate::task::TaskMetrics::default());
+    metrics.set_state(TaskState::Failed(trace));
+    let (control, _) = tokio::sync::watch::channel(Control::Stop);
+    TaskHandle {
+        metrics,
+        control,
+        join: tokio::spawn(async {}),
+    }
+}
+
+async fn stop_task(task: &mut TaskHandle) {
+    let _ = task.control.send(Control::Stop);
+    if tokio::time::timeout(STOP_GRACE, &mut task.join)
+        .await
+        .is_err()
+    {
+        tracing::warn!("a task did not stop within {STOP_GRACE:?}; aborting it");
+        task.join.abort();
+    }
+}
+
+async fn stop_tasks(tasks: &mut Vec<TaskHandle>) {
+    for task in tasks.iter() {
+        let _ = task.control.send(Control::Stop);
+    }
+    for task in tasks.iter_mut() {
+        stop_task(task).await;
+    }
+    tasks.clear();
 }

@@ -14,13 +14,17 @@ pub fn report_progress(herder: Arc<Herder>, every: Duration) -> tokio::task::Joi
         ticker.tick().await;
         loop {
             ticker.tick().await;
-            for connector in herder.status().await {
-                let total: u64 = connector.tasks.iter().map(|t| t.done()).sum();
-                let failed = connector
+            for (status, total) in herder.statuses().await {
+                let failed = status
                     .tasks
                     .iter()
-                    .filter(|t| t.state().name() == "FAILED")
+                    .filter(|t| t.state.state == "FAILED")
                     .count();
+                let connector = ProgressView {
+                    name: status.name,
+                    kind: status.kind,
+                    tasks: status.tasks.len(),
+                };
                 let now = Instant::now();
                 let (before, since) = last
                     .get(&connector.name)
@@ -31,9 +35,10 @@ pub fn report_progress(herder: Arc<Herder>, every: Duration) -> tokio::task::Joi
                 }
                 let rate = (total - before.min(total)) as f64
                     / now.duration_since(since).as_secs_f64().max(0.001);
-                let verb = match connector.kind {
-                    crate::plugin::World::Source => "produced",
-                    crate::plugin::World::Sink => "written",
+                let verb = if connector.kind == "sink" {
+                    "written"
+                } else {
+                    "produced"
                 };
                 let failed = if failed > 0 {
                     format!(", {failed} task(s) FAILED")
@@ -42,11 +47,16 @@ pub fn report_progress(herder: Arc<Herder>, every: Duration) -> tokio::task::Joi
                 };
                 println!(
                     "{}: {total} records {verb} ({rate:.0}/s, {} task(s){failed})",
-                    connector.name,
-                    connector.tasks.len()
+                    connector.name, connector.tasks
                 );
                 last.insert(connector.name, (total, now));
             }
         }
     })
+}
+
+struct ProgressView {
+    name: String,
+    kind: &'static str,
+    tasks: usize,
 }

@@ -56,3 +56,5 @@ impl ClientContext for TracingContext {
         tracing::warn!(target: "librdkafka", "{error}: {reason}");
     }
 }
+
+impl rdkafka::consumer::ConsumerContext for TracingContext {}

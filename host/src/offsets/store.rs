@@ -85,6 +85,41 @@ impl FileOffsetStore {
             .collect()
     }
 
+    /// Set (`Some`) or remove (`None`) offsets of `connector`'s source partitions, persisted.
+    pub fn alter(&self, connector: &str, changes: &[(Value, Option<Value>)]) -> Result<(), String> {
+        let mut all = self.lock();
+        let before = all.clone();
+        for (partition, offset) in changes {
+            let k = key(connector, partition);
+            match offset {
+                Some(o) => {
+                    all.insert(k, o.clone());
+                }
+                None => {
+                    all.remove(&k);
+                }
+            }
+        }
+        if let Err(e) = persist(&self.path, &all) {
+            *all = before;
+            return Err(format!(
+                "cannot write the offset file {}: {e}",
+                self.path.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Remove every offset of `connector`, persisted.
+    pub fn reset(&self, connector: &str) -> Result<(), String> {
+        let partitions: Vec<(Value, Option<Value>)> = self
+            .offsets_of(connector)
+            .into_iter()
+            .map(|(p, _)| (p, None))
+            .collect();
+        self.alter(connector, &partitions)
+    }
+
     /// A reader of `connector`'s offsets for its plugin instances.
     pub fn reader(self: &Arc<Self>, connector: &str) -> Arc<dyn OffsetReader> {
         Arc::new(ConnectorOffsets {

@@ -9,11 +9,32 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+/// What the herder wants a task to do; runners watch it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Move data.
+    Run,
+    /// Stop moving data but keep the instance, offsets and assignment (Kafka Connect's pause).
+    Pause,
+    /// Finish: flush offsets, stop the plugin, end the runner.
+    Stop,
+}
+
+/// The current control value; a dropped sender means stop.
+pub(crate) fn control(rx: &tokio::sync::watch::Receiver<Control>) -> Control {
+    if rx.has_changed().is_err() {
+        Control::Stop
+    } else {
+        *rx.borrow()
+    }
+}
+
 /// The lifecycle state of a task, with Kafka Connect's names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskState {
     Unassigned,
     Running,
+    Paused,
     /// The task failed; the trace says why in plugin terms.
     Failed(String),
     Stopped,
@@ -25,6 +46,7 @@ impl TaskState {
         match self {
             TaskState::Unassigned => "UNASSIGNED",
             TaskState::Running => "RUNNING",
+            TaskState::Paused => "PAUSED",
             TaskState::Failed(_) => "FAILED",
             TaskState::Stopped => "STOPPED",
         }
@@ -65,6 +87,18 @@ impl TaskMetrics {
     /// Set the state.
     pub fn set_state(&self, state: TaskState) {
         *self.state.lock().unwrap_or_else(|e| e.into_inner()) = state;
+    }
+}
+
+/// The topics a connector has used since it was created or its topics were reset (Kafka
+/// Connect's "active topics").
+pub type ActiveTopics = std::sync::Arc<Mutex<std::collections::BTreeSet<String>>>;
+
+/// Record that `topic` is in use.
+pub(crate) fn note_topic(topics: &ActiveTopics, topic: &str) {
+    let mut set = topics.lock().unwrap_or_else(|e| e.into_inner());
+    if !set.contains(topic) {
+        set.insert(topic.to_owned());
     }
 }
 

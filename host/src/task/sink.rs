@@ -14,7 +14,9 @@ use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 
-use super::{RunnerSettings, TaskMetrics, backoff};
+use super::{
+    ActiveTopics, Control, RunnerSettings, TaskMetrics, TaskState, backoff, control, note_topic,
+};
 use crate::convert::Converter;
 use crate::kafka::consumer::{RebalanceEvent, SinkConsumer};
 use crate::sandbox::SinkTaskInstance;
@@ -31,20 +33,23 @@ pub struct SinkRunner {
     pub value_converter: Converter,
     pub settings: RunnerSettings,
     pub metrics: Arc<TaskMetrics>,
+    pub topics_used: ActiveTopics,
 }
 
 impl SinkRunner {
-    /// Run until `stop` turns true or the task fails; `Err` carries the failure trace.
-    pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<(), String> {
+    /// Run until told to stop or the task fails; `Err` carries the failure trace.
+    pub async fn run(mut self, mut stop: watch::Receiver<Control>) -> Result<(), String> {
         // Next offset to commit per partition: one past the last record handed to `put`.
         let mut positions: BTreeMap<(String, i32), i64> = BTreeMap::new();
         let outcome = self.consume_loop(&mut positions, &mut stop).await;
-        let flushed = if outcome.is_ok() {
-            self.flush_and_commit(&mut positions, CommitMode::Sync)
-                .await
-        } else {
-            Ok(())
-        };
+        // Even after a failure, what earlier batches handed over can still be made durable and
+        // committed (positions only cover records the plugin accepted).
+        let flushed = self
+            .flush_and_commit(&mut positions, CommitMode::Sync)
+            .await;
+        if let (Err(_), Err(flush_error)) = (&outcome, &flushed) {
+            tracing::warn!(connector = %self.connector, task = self.task, "final flush after failure: {flush_error}");
+        }
         if let Err(e) = self.instance.stop().await {
             tracing::warn!(connector = %self.connector, task = self.task, "stop: {e}");
         }
@@ -54,19 +59,34 @@ impl SinkRunner {
     async fn consume_loop(
         &mut self,
         positions: &mut BTreeMap<(String, i32), i64>,
-        stop: &mut watch::Receiver<bool>,
+        stop: &mut watch::Receiver<Control>,
     ) -> Result<(), String> {
         let mut last_flush = Instant::now();
+        let mut paused = false;
         loop {
+            let mut rebalanced = false;
             while let Ok(event) = self.events.try_recv() {
                 self.on_rebalance(event, positions).await?;
-            }
-            if *stop.borrow() {
-                return Ok(());
+                rebalanced = true;
             }
             if last_flush.elapsed() >= self.settings.flush_interval {
                 self.flush_and_commit(positions, CommitMode::Async).await?;
                 last_flush = Instant::now();
+            }
+            match control(stop) {
+                Control::Stop => return Ok(()),
+                Control::Pause if !paused || rebalanced => {
+                    // Keep the assignment (and group membership) but fetch nothing.
+                    self.set_paused(true);
+                    paused = true;
+                    self.metrics.set_state(TaskState::Paused);
+                }
+                Control::Run if paused => {
+                    self.set_paused(false);
+                    paused = false;
+                    self.metrics.set_state(TaskState::Running);
+                }
+                _ => {}
             }
             let wait = self
                 .settings
@@ -113,11 +133,24 @@ impl SinkRunner {
         }
     }
 
+    fn set_paused(&self, pause: bool) {
+        let outcome = self.consumer.assignment().and_then(|assignment| {
+            if pause {
+                self.consumer.pause(&assignment)
+            } else {
+                self.consumer.resume(&assignment)
+            }
+        });
+        if let Err(e) = outcome {
+            tracing::warn!(connector = %self.connector, task = self.task, "cannot {} the consumer: {e}", if pause { "pause" } else { "resume" });
+        }
+    }
+
     /// Hand `batch` to the plugin, repeating it after a backoff while the plugin says retriable.
     async fn put(
         &mut self,
         batch: &[SinkRecord],
-        stop: &watch::Receiver<bool>,
+        stop: &watch::Receiver<Control>,
     ) -> Result<(), String> {
         let mut attempt = 0;
         loop {
@@ -136,7 +169,7 @@ impl SinkRunner {
                     ));
                 }
                 Err(e) if e.is_retriable() => {
-                    if *stop.borrow() {
+                    if control(stop) == Control::Stop {
                         return Err(format!("{e} (stopping before the batch was written)"));
                     }
                     let wait = backoff(attempt);
@@ -165,6 +198,9 @@ impl SinkRunner {
         };
         match event {
             RebalanceEvent::Assigned(parts) => {
+                for (topic, _) in &parts {
+                    note_topic(&self.topics_used, topic);
+                }
                 tracing::info!(connector = %self.connector, task = self.task, ?parts, "partitions assigned");
                 self.instance
                     .open(&as_wit(&parts))

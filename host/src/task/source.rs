@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use rdkafka::message::{Header, OwnedHeaders};
 use tokio::sync::{mpsc, watch};
 
-use super::{RunnerSettings, TaskMetrics, backoff};
+use super::{
+    ActiveTopics, Control, RunnerSettings, TaskMetrics, TaskState, backoff, control, note_topic,
+};
 use crate::convert::Converter;
 use crate::kafka::producer::{Ack, AckTarget, Outgoing, Producer};
 use crate::kafka::topics::TopicCreator;
@@ -36,6 +38,7 @@ pub struct SourceRunner {
     pub value_converter: Converter,
     pub settings: RunnerSettings,
     pub metrics: Arc<TaskMetrics>,
+    pub topics_used: ActiveTopics,
 }
 
 struct Loop {
@@ -47,8 +50,8 @@ struct Loop {
 }
 
 impl SourceRunner {
-    /// Run until `stop` turns true or the task fails; `Err` carries the failure trace.
-    pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<(), String> {
+    /// Run until told to stop or the task fails; `Err` carries the failure trace.
+    pub async fn run(mut self, mut stop: watch::Receiver<Control>) -> Result<(), String> {
         let (acks_tx, acks) = mpsc::unbounded_channel();
         let mut state = Loop {
             tracker: SubmittedRecords::default(),
@@ -70,7 +73,7 @@ impl SourceRunner {
     async fn poll_loop(
         &mut self,
         state: &mut Loop,
-        stop: &mut watch::Receiver<bool>,
+        stop: &mut watch::Receiver<Control>,
     ) -> Result<(), String> {
         let default_topic = self
             .config
@@ -85,12 +88,23 @@ impl SourceRunner {
             if let Some(e) = &state.delivery_error {
                 return Err(e.clone());
             }
-            if *stop.borrow() {
-                return Ok(());
-            }
             if last_flush.elapsed() >= self.settings.flush_interval {
                 self.flush(state).await?;
                 last_flush = Instant::now();
+            }
+            match control(stop) {
+                Control::Stop => return Ok(()),
+                Control::Pause => {
+                    // No polling; acknowledgements and offset flushes go on.
+                    self.metrics.set_state(TaskState::Paused);
+                    tokio::select! {
+                        ack = state.acks.recv() => if let Some(ack) = ack { self.on_ack(state, ack) },
+                        _ = tokio::time::sleep(self.settings.flush_interval) => {}
+                        _ = stop.changed() => {}
+                    }
+                    continue;
+                }
+                Control::Run => self.metrics.set_state(TaskState::Running),
             }
             let room = self
                 .settings
@@ -159,6 +173,7 @@ impl SourceRunner {
             )
         })?;
         self.topics.ensure(topic, &self.config).await?;
+        note_topic(&self.topics_used, topic);
         let key = self
             .key_converter
             .to_kafka(record.key.as_ref())
@@ -250,6 +265,7 @@ impl SourceRunner {
         tokio::task::spawn_blocking(move || store.commit(&connector, &to_store))
             .await
             .map_err(|e| format!("offset flush task failed: {e}"))??;
+        tracing::debug!(connector = %self.connector, task = self.task, partitions = committable.len(), "flushed source offsets");
         let positions: Vec<SourcePosition> = committable
             .into_iter()
             .map(|(source_partition, source_offset)| SourcePosition {

@@ -23,6 +23,11 @@ impl Connector for FlakySink {
         .config(
             ConfigDef::new("fail.times", ConfigType::Int, "Failing put calls first.").default(3),
         )
+        .config(ConfigDef::new(
+            "secret",
+            ConfigType::Password,
+            "A secret that must never be echoed back.",
+        ))
     }
 }
 

@@ -1,0 +1,125 @@
+//! REST authentication: a bearer token and/or basic-auth credentials, from files or the
+//! environment. Loopback listeners may run without; any other address requires it.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+
+use super::error::ApiError;
+
+/// Environment variable holding a bearer token.
+pub const TOKEN_ENV: &str = "WASM_CONNECT_REST_TOKEN";
+/// Environment variable holding `user:password` for basic auth.
+pub const BASIC_ENV: &str = "WASM_CONNECT_REST_BASIC";
+
+/// Accepted credentials; empty means no authentication.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    tokens: Vec<String>,
+    /// `user:password` pairs.
+    basic: Vec<String>,
+}
+
+impl Credentials {
+    /// From `rest.auth.token.file`, `rest.auth.basic.file` (one `user:password` per line) and
+    /// the environment variables above.
+    pub fn load(token_file: Option<&str>, basic_file: Option<&str>) -> Result<Self, String> {
+        let read = |key: &str, path: &str| {
+            std::fs::read_to_string(path).map_err(|e| format!("{key}: cannot read {path}: {e}"))
+        };
+        let mut creds = Credentials::default();
+        if let Some(path) = token_file {
+            creds
+                .tokens
+                .extend(lines(&read("rest.auth.token.file", path)?));
+        }
+        if let Some(path) = basic_file {
+            creds
+                .basic
+                .extend(lines(&read("rest.auth.basic.file", path)?));
+        }
+        if let Ok(token) = std::env::var(TOKEN_ENV) {
+            creds.tokens.extend(lines(&token));
+        }
+        if let Ok(basic) = std::env::var(BASIC_ENV) {
+            creds.basic.extend(lines(&basic));
+        }
+        if let Some(bad) = creds.basic.iter().find(|b| !b.contains(':')) {
+            return Err(format!(
+                "basic-auth credentials must be user:password, got an entry without ':' ({} chars)",
+                bad.len()
+            ));
+        }
+        Ok(creds)
+    }
+
+    /// Whether any credentials are configured.
+    pub fn enabled(&self) -> bool {
+        !(self.tokens.is_empty() && self.basic.is_empty())
+    }
+
+    fn accepts(&self, headers: &HeaderMap) -> Option<bool> {
+        let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+        if let Some(token) = value.strip_prefix("Bearer ") {
+            return Some(
+                self.tokens
+                    .iter()
+                    .any(|t| constant_time_eq(t.as_bytes(), token.trim().as_bytes())),
+            );
+        }
+        if let Some(encoded) = value.strip_prefix("Basic ") {
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(encoded.trim())
+                .ok()?;
+            return Some(
+                self.basic
+                    .iter()
+                    .any(|b| constant_time_eq(b.as_bytes(), &decoded)),
+            );
+        }
+        Some(false)
+    }
+}
+
+fn lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Middleware: 401 without credentials, 403 with wrong ones.
+pub async fn require(
+    State(creds): State<std::sync::Arc<Credentials>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !creds.enabled() {
+        return next.run(request).await;
+    }
+    match creds.accepts(request.headers()) {
+        Some(true) => next.run(request).await,
+        Some(false) => {
+            ApiError::new(StatusCode::FORBIDDEN, "The credentials are not valid").into_response()
+        }
+        None => {
+            let mut response = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "Authentication required: send a bearer token or basic-auth credentials",
+            )
+            .into_response();
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Basic realm=\"wasm-connect\", Bearer"),
+            );
+            response
+        }
+    }
+}
