@@ -733,6 +733,39 @@ async fn connectors_survive_a_restart_and_passwords_are_never_echoed() {
     let stored = fs::read_to_string(dir.path().join("data/connectors.json")).unwrap();
     assert!(stored.contains("PAUSED"));
     worker.stop();
+
+    // The plugin disappears: the connector is kept, FAILED with the reason, config intact.
+    fs::remove_file(plugins.join("flaky-sink.wasm")).unwrap();
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let api = Api::new(worker.rest_url(Duration::from_secs(120)));
+    let (_, status) = api.call(Method::GET, "/connectors/s/status", None).await;
+    assert_eq!(status["connector"]["state"], "FAILED", "{status}");
+    assert!(
+        status["connector"]["trace"]
+            .as_str()
+            .unwrap()
+            .contains("no plugin named flaky-sink"),
+        "{status}"
+    );
+    assert_eq!(
+        api.call(Method::GET, "/connectors/s/config", None).await.1["topics"],
+        topic
+    );
+    worker.stop();
+
+    // It comes back with the plugin.
+    fs::copy(
+        test_plugin_file("flaky-sink"),
+        plugins.join("flaky-sink.wasm"),
+    )
+    .unwrap();
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let api = Api::new(worker.rest_url(Duration::from_secs(120)));
+    assert_eq!(
+        api.call(Method::GET, "/connectors/s/status", None).await.1["connector"]["state"],
+        "PAUSED"
+    );
+    worker.stop();
 }
 
 #[tokio::test(flavor = "multi_thread")]

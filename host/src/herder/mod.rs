@@ -163,11 +163,7 @@ impl Herder {
         });
         for (name, (pairs, target)) in persisted {
             match ConnectorConfig::from_pairs(pairs) {
-                Ok(config) => {
-                    if let Err(e) = herder.create(config, target).await {
-                        tracing::error!(connector = %name, "cannot restore the stored connector: {e}");
-                    }
-                }
+                Ok(config) => herder.restore(config, target).await,
                 Err(problems) => {
                     tracing::error!(connector = %name, "stored config is invalid: {}", problems_message(&name, &problems))
                 }
@@ -239,6 +235,29 @@ impl Herder {
         connectors.insert(name.clone(), entry);
         self.persist(&connectors)?;
         Ok(self.info_of(&name, &connectors[&name]))
+    }
+
+    /// Bring back a stored connector. One that no longer checks out (say its plugin was
+    /// removed) is kept, FAILED with the reason, so its config is not lost; a restart or a new
+    /// config brings it back.
+    async fn restore(&self, config: ConnectorConfig, target: TargetState) {
+        let mut connectors = self.connectors.lock().await;
+        let name = config.name.clone();
+        let entry = match self.build(config.clone(), target).await {
+            Ok(entry) => entry,
+            Err(e) => {
+                tracing::error!(connector = %name, "cannot restore the stored connector: {e}");
+                Entry {
+                    config,
+                    target,
+                    failure: Some(e.to_string()),
+                    prepared: None,
+                    tasks: Vec::new(),
+                    topics: ActiveTopics::default(),
+                }
+            }
+        };
+        connectors.insert(name, entry);
     }
 
     /// Create or replace a connector's config (`PUT /connectors/{name}/config`). Returns whether
