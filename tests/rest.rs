@@ -469,7 +469,8 @@ async fn every_endpoint_over_http_with_its_error_cases() {
 
     // Loggers really change the log level.
     let (_, loggers) = api.call(Method::GET, "/admin/loggers", None).await;
-    assert_eq!(loggers["root"]["level"], "INFO");
+    assert_eq!(loggers["root"]["level"], "WARN");
+    assert_eq!(loggers["wasm_connect"]["level"], "INFO");
     assert!(!worker.log_text().contains("flushed source offsets"));
     let (status, affected) = api
         .call(

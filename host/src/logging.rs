@@ -91,7 +91,9 @@ pub fn set_level(name: &str, level: &str) -> Result<Vec<String>, String> {
     let control = CONTROL
         .get()
         .ok_or("logging is not controllable in this process")?;
-    let mut levels = control.levels.lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = control.levels.lock().unwrap_or_else(|e| e.into_inner());
+    // Only a filter that builds replaces the current one.
+    let mut levels = guard.clone();
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -103,8 +105,10 @@ pub fn set_level(name: &str, level: &str) -> Result<Vec<String>, String> {
             last_modified: now,
         },
     );
-    let filter = EnvFilter::try_new(render(&levels)).map_err(|e| e.to_string())?;
+    let filter = EnvFilter::try_new(render(&levels))
+        .map_err(|e| format!("invalid logger name {name:?}: {e}"))?;
     control.handle.reload(filter).map_err(|e| e.to_string())?;
+    *guard = levels.clone();
     let mut affected: Vec<String> = levels
         .keys()
         .filter(|k| name == ROOT || *k == name || k.starts_with(&format!("{name}::")))

@@ -9,8 +9,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // A worker reports what it does; one-shot commands only speak up about problems.
     let default_filter = match cli.command {
-        // tansu logs expected protocol outcomes (e.g. TopicAlreadyExists) as errors.
-        Command::Standalone(_) => "info,librdkafka=warn,tansu_storage=off,tansu_broker=warn",
+        // Third-party crates (the embedded broker's protocol codec in particular) are chatty at
+        // info; tansu_storage logs expected outcomes (TopicAlreadyExists) as errors.
+        Command::Standalone(_) => "warn,wasm_connect=info,plugin=info,tansu_storage=off",
         _ => "warn",
     };
     wasm_connect::logging::init(default_filter);

@@ -42,7 +42,10 @@ impl Worker {
             .arg("standalone")
             .arg(&worker_file)
             .args(connectors)
-            .env("RUST_LOG", "info,librdkafka=warn")
+            .env(
+                "RUST_LOG",
+                "warn,wasm_connect=info,plugin=info,tansu_storage=off",
+            )
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
             .spawn()

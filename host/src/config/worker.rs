@@ -131,6 +131,8 @@ pub struct WorkerConfig {
     pub plugin_scan_interval: Duration,
     pub embedded_listener: String,
     pub worker_id: String,
+    /// Restart policy defaults for failed tasks.
+    pub restart: crate::herder::RestartPolicy,
     /// The REST listener, `http://IP:PORT`.
     pub listeners: String,
     pub rest_token_file: Option<String>,
@@ -215,6 +217,9 @@ impl WorkerConfig {
                 true
             }
         };
+        let restart = crate::herder::RestartPolicy::configured(Default::default(), pairs)
+            .map_err(|m| problems.push(Problem::new("", m)))
+            .unwrap_or_default();
         let limits = Limits::default()
             .with_overrides(pairs)
             .map_err(|m| problems.push(Problem::new("", m)))
@@ -261,6 +266,7 @@ impl WorkerConfig {
             worker_id: get("worker.id")
                 .map(str::to_owned)
                 .unwrap_or_else(default_worker_id),
+            restart,
             listeners: get("listeners")
                 .unwrap_or("http://127.0.0.1:8083")
                 .to_owned(),

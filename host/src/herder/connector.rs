@@ -3,6 +3,7 @@
 //! configs) and spawning the runner of one of its tasks.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -18,7 +19,7 @@ use crate::sandbox::{
 };
 use crate::task::sink::SinkRunner;
 use crate::task::source::SourceRunner;
-use crate::task::{ActiveTopics, Control, RunnerSettings, TaskMetrics, TaskState};
+use crate::task::{ActiveTopics, Control, Failure, RunnerSettings, TaskMetrics, TaskState};
 
 /// A connector whose config checked out, with its task configs.
 pub(crate) struct Prepared {
@@ -30,6 +31,7 @@ pub(crate) struct Prepared {
     pub key_converter: Converter,
     pub value_converter: Converter,
     pub task_configs: Vec<Vec<(String, String)>>,
+    pub restart: RestartPolicy,
 }
 
 /// A running task.
@@ -75,7 +77,10 @@ pub(crate) fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked
         problems.extend(p);
         config.pairs.clone()
     });
-    let grants = Grants::from_config(&pairs).unwrap_or_else(|m| {
+    // Everything the worker itself interprets (capabilities, limits, converters, restarts,
+    // subscriptions) comes from the operator's config only, never from a plugin's defaults.
+    let operator = &config.pairs;
+    let grants = Grants::from_config(operator).unwrap_or_else(|m| {
         problems.push(Problem::new("", m));
         Grants::none()
     });
@@ -88,16 +93,20 @@ pub(crate) fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked
             shared.config.limits
         });
     let defaults = &shared.config.converter_defaults;
-    let key_converter = Converter::configured("key", &pairs, defaults).unwrap_or_else(|m| {
+    let key_converter = Converter::configured("key", operator, defaults).unwrap_or_else(|m| {
         problems.push(Problem::new("", m));
         Converter::String
     });
-    let value_converter = Converter::configured("value", &pairs, defaults).unwrap_or_else(|m| {
+    let value_converter = Converter::configured("value", operator, defaults).unwrap_or_else(|m| {
         problems.push(Problem::new("", m));
         Converter::String
+    });
+    let restart = RestartPolicy::configured(shared.config.restart, operator).unwrap_or_else(|m| {
+        problems.push(Problem::new("", m));
+        shared.config.restart
     });
     if plugin.world == World::Sink
-        && let Err(m) = Subscription::from_config(&pairs)
+        && let Err(m) = Subscription::from_config(operator)
     {
         problems.push(Problem::new("", m));
     }
@@ -111,6 +120,7 @@ pub(crate) fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked
         limits,
         key_converter,
         value_converter,
+        restart,
     })
 }
 
@@ -122,15 +132,11 @@ pub(crate) struct Checked {
     limits: Limits,
     key_converter: Converter,
     value_converter: Converter,
+    restart: RestartPolicy,
 }
 
 /// The connector instance's context (also the base of its tasks' contexts).
-fn connector_context(
-    shared: &Shared,
-    name: &str,
-    grants: &Grants,
-    limits: Limits,
-) -> InstanceContext {
+fn connector_context(name: &str, grants: &Grants, limits: Limits) -> InstanceContext {
     InstanceContext {
         tags: Tags {
             connector: name.to_owned(),
@@ -138,7 +144,8 @@ fn connector_context(
         },
         grants: grants.clone(),
         limits,
-        offsets: shared.offsets.reader(name),
+        // The WIT: only source tasks read offsets; connector instances and sinks see none.
+        offsets: Arc::new(crate::sandbox::NoOffsets),
         reconfigure: Arc::new(tokio::sync::Notify::new()),
     }
 }
@@ -155,8 +162,9 @@ pub(crate) async fn prepare(
         limits,
         key_converter,
         value_converter,
+        restart,
     } = check(shared, config)?;
-    let ctx = connector_context(shared, &config.name, &grants, limits);
+    let ctx = connector_context(&config.name, &grants, limits);
     let instance_error = |e: String| vec![Problem::new("", e)];
     let mut instance =
         ConnectorInstance::new(&shared.sandbox, &plugin.component, plugin.world, &ctx)
@@ -190,6 +198,7 @@ pub(crate) async fn prepare(
         key_converter,
         value_converter,
         task_configs,
+        restart,
     })
 }
 
@@ -198,115 +207,275 @@ pub(crate) fn problems_message(name: &str, problems: &[Problem]) -> String {
     describe(&format!("connector {name}"), problems)
 }
 
-/// Create task `id`'s instance and start its runner under `control`.
-pub(crate) async fn spawn_task(
+/// When a failed task is restarted: exponential backoff with jitter, at most `max_attempts`
+/// restarts within `window` (per connector, with worker defaults; see docs/configuration.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    pub max_attempts: u32,
+    pub window: Duration,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl RestartPolicy {
+    /// The worker's defaults with `config`'s overrides; errors name the key.
+    pub fn configured(
+        defaults: RestartPolicy,
+        config: &[(String, String)],
+    ) -> Result<Self, String> {
+        let mut policy = defaults;
+        for (key, value) in config {
+            let number = || {
+                value
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| format!("{key}: {value:?} is not a non-negative integer"))
+            };
+            match key.as_str() {
+                RESTART_MAX_ATTEMPTS => {
+                    policy.max_attempts = number()?.min(u64::from(u32::MAX)) as u32
+                }
+                RESTART_WINDOW_MS => policy.window = Duration::from_millis(number()?),
+                RESTART_BACKOFF_INITIAL_MS => {
+                    policy.initial_backoff = Duration::from_millis(number()?.max(1))
+                }
+                RESTART_BACKOFF_MAX_MS => {
+                    policy.max_backoff = Duration::from_millis(number()?.max(1))
+                }
+                _ => {}
+            }
+        }
+        Ok(policy)
+    }
+
+    /// The wait before restart number `attempt` (1-based): doubling from the initial backoff up
+    /// to the maximum, plus up to 25% jitter so restarts of many tasks spread out.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let base = self
+            .initial_backoff
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(20))
+            .min(self.max_backoff);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        base + base.mul_f64(f64::from(nanos % 1000) / 4000.0)
+    }
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            window: Duration::from_secs(600),
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Restart policy keys (worker defaults, connector overrides).
+pub const RESTART_MAX_ATTEMPTS: &str = "task.restart.max.attempts";
+pub const RESTART_WINDOW_MS: &str = "task.restart.window.ms";
+pub const RESTART_BACKOFF_INITIAL_MS: &str = "task.restart.backoff.initial.ms";
+pub const RESTART_BACKOFF_MAX_MS: &str = "task.restart.backoff.max.ms";
+
+/// Start task `id` under `control`, supervised: a failure restarts it from scratch (a new
+/// instance, resuming from the committed offsets) under the connector's restart policy.
+pub(crate) fn spawn_task(
+    shared: &Arc<Shared>,
+    name: &str,
+    prepared: &Arc<Prepared>,
+    id: u32,
+    initial: Control,
+    topics_used: &ActiveTopics,
+) -> TaskHandle {
+    let metrics = Arc::new(TaskMetrics::default());
+    metrics.set_state(if initial == Control::Pause {
+        TaskState::Paused
+    } else {
+        TaskState::Running
+    });
+    let (control, control_rx) = watch::channel(initial);
+    let join = tokio::spawn(supervise(
+        Arc::clone(shared),
+        name.to_owned(),
+        Arc::clone(prepared),
+        id,
+        control_rx,
+        Arc::clone(&metrics),
+        Arc::clone(topics_used),
+    ));
+    TaskHandle {
+        metrics,
+        control,
+        join,
+    }
+}
+
+async fn supervise(
+    shared: Arc<Shared>,
+    name: String,
+    prepared: Arc<Prepared>,
+    id: u32,
+    mut control_rx: watch::Receiver<Control>,
+    metrics: Arc<TaskMetrics>,
+    topics_used: ActiveTopics,
+) {
+    let policy = prepared.restart;
+    let mut failures: std::collections::VecDeque<std::time::Instant> = Default::default();
+    loop {
+        let outcome = run_once(
+            &shared,
+            &name,
+            &prepared,
+            id,
+            control_rx.clone(),
+            &metrics,
+            &topics_used,
+        )
+        .await;
+        let failure = match outcome {
+            Ok(()) => {
+                metrics.set_state(TaskState::Stopped);
+                return;
+            }
+            Err(failure) => failure,
+        };
+        let now = std::time::Instant::now();
+        failures.push_back(now);
+        while failures
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > policy.window)
+        {
+            failures.pop_front();
+        }
+        let attempt = failures.len() as u32;
+        let give_up = if crate::task::control(&control_rx) == Control::Stop {
+            Some(String::new())
+        } else if !failure.restartable {
+            Some(" (not restarted: a restart would fail the same way; fix the cause, then restart the task)".to_owned())
+        } else if attempt > policy.max_attempts {
+            Some(format!(
+                " (not restarted: it failed {attempt} times within {} s; task.restart.max.attempts is {})",
+                policy.window.as_secs(),
+                policy.max_attempts
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = give_up {
+            tracing::error!(connector = %name, task = id, "task failed: {}{why}", failure.trace);
+            metrics.set_state(TaskState::Failed(format!("{}{why}", failure.trace)));
+            return;
+        }
+        let delay = policy.delay(attempt);
+        tracing::warn!(connector = %name, task = id, "task failed: {}; restarting it in {delay:?} (restart {attempt} of at most {})", failure.trace, policy.max_attempts);
+        metrics.set_state(TaskState::Restarting(failure.trace));
+        metrics
+            .restarts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + delay;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => break,
+                changed = control_rx.changed() => {
+                    if changed.is_err() || *control_rx.borrow() == Control::Stop {
+                        metrics.set_state(TaskState::Stopped);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Create task `id`'s instance and run it until it stops or fails.
+async fn run_once(
     shared: &Arc<Shared>,
     name: &str,
     prepared: &Prepared,
     id: u32,
-    initial: Control,
+    control_rx: watch::Receiver<Control>,
+    metrics: &Arc<TaskMetrics>,
     topics_used: &ActiveTopics,
-) -> Result<TaskHandle, String> {
+) -> Result<(), Failure> {
     let plugin = &prepared.plugin;
     let task_config = prepared
         .task_configs
         .get(id as usize)
-        .ok_or_else(|| format!("connector {name} has no task {id}"))?;
+        .ok_or_else(|| Failure::fatal(format!("connector {name} has no task {id}")))?;
     // Capabilities come from the operator's connector config, never from the task config a
     // plugin returned, so a plugin cannot grant itself more.
-    let mut ctx = connector_context(shared, name, &prepared.grants, prepared.limits);
+    let mut ctx = connector_context(name, &prepared.grants, prepared.limits);
     ctx.tags.task = Some(id);
+    if plugin.world == World::Source {
+        ctx.offsets = shared.offsets.reader(name);
+    }
     let settings = RunnerSettings {
         flush_interval: shared.config.offset_flush_interval,
         source_poll_max_records: shared.config.source_poll_max_records,
         source_max_in_flight: shared.config.source_max_in_flight,
         sink_batch_max_records: shared.config.sink_batch_max_records,
     };
-    let metrics = Arc::new(TaskMetrics::default());
-    let (control, control_rx) = watch::channel(initial);
-    let origin = format!("connector {name} task {id}");
-    let runner: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>> =
-        match plugin.world {
-            World::Source => {
-                let instance = SourceTaskInstance::create(
-                    &shared.sandbox,
-                    &plugin.component,
-                    &ctx,
-                    task_config,
-                )
-                .await
-                .map_err(|e| format!("{origin}: cannot instantiate: {e:#}"))?
-                .map_err(|e| format!("{origin}: {e}"))?;
-                Box::pin(
-                    SourceRunner {
-                        connector: name.to_owned(),
-                        task: id,
-                        instance,
-                        producer: Arc::clone(&shared.producer),
-                        topics: Arc::clone(&shared.topics),
-                        offsets: Arc::clone(&shared.offsets),
-                        config: prepared.pairs.clone(),
-                        key_converter: prepared.key_converter,
-                        value_converter: prepared.value_converter,
-                        settings,
-                        metrics: Arc::clone(&metrics),
-                        topics_used: Arc::clone(topics_used),
-                    }
-                    .run(control_rx),
-                )
-            }
-            World::Sink => {
-                let instance =
-                    SinkTaskInstance::create(&shared.sandbox, &plugin.component, &ctx, task_config)
-                        .await
-                        .map_err(|e| format!("{origin}: cannot instantiate: {e:#}"))?
-                        .map_err(|e| format!("{origin}: {e}"))?;
-                let subscription = Subscription::from_config(&prepared.pairs)
-                    .map_err(|e| format!("{origin}: {e}"))?;
-                let client_id = format!("wasm-connect-{name}-{id}");
-                let (consumer, events) = consumer::create(
-                    &shared.bootstrap,
-                    &client_id,
-                    name,
-                    &subscription,
-                    &shared.config.consumer,
-                )?;
-                Box::pin(
-                    SinkRunner {
-                        connector: name.to_owned(),
-                        task: id,
-                        instance,
-                        consumer,
-                        events,
-                        key_converter: prepared.key_converter,
-                        value_converter: prepared.value_converter,
-                        settings,
-                        metrics: Arc::clone(&metrics),
-                        topics_used: Arc::clone(topics_used),
-                    }
-                    .run(control_rx),
-                )
-            }
-        };
-    metrics.set_state(if initial == Control::Pause {
+    metrics.set_state(if crate::task::control(&control_rx) == Control::Pause {
         TaskState::Paused
     } else {
         TaskState::Running
     });
-    let task_metrics = Arc::clone(&metrics);
-    let connector = name.to_owned();
-    let join = tokio::spawn(async move {
-        match runner.await {
-            Ok(()) => task_metrics.set_state(TaskState::Stopped),
-            Err(trace) => {
-                tracing::error!(connector = %connector, task = id, "task failed: {trace}");
-                task_metrics.set_state(TaskState::Failed(trace));
+    let cannot = |e: anyhow::Error| Failure::from(format!("cannot instantiate the plugin: {e:#}"));
+    match plugin.world {
+        World::Source => {
+            let instance =
+                SourceTaskInstance::create(&shared.sandbox, &plugin.component, &ctx, task_config)
+                    .await
+                    .map_err(cannot)??;
+            SourceRunner {
+                connector: name.to_owned(),
+                task: id,
+                instance,
+                producer: Arc::clone(&shared.producer),
+                topics: Arc::clone(&shared.topics),
+                offsets: Arc::clone(&shared.offsets),
+                config: prepared.pairs.clone(),
+                key_converter: prepared.key_converter,
+                value_converter: prepared.value_converter,
+                settings,
+                metrics: Arc::clone(metrics),
+                topics_used: Arc::clone(topics_used),
             }
+            .run(control_rx)
+            .await
         }
-    });
-    Ok(TaskHandle {
-        metrics,
-        control,
-        join,
-    })
+        World::Sink => {
+            let instance =
+                SinkTaskInstance::create(&shared.sandbox, &plugin.component, &ctx, task_config)
+                    .await
+                    .map_err(cannot)??;
+            let subscription =
+                Subscription::from_config(&prepared.pairs).map_err(Failure::fatal)?;
+            let client_id = format!("wasm-connect-{name}-{id}");
+            let (consumer, events) = consumer::create(
+                &shared.bootstrap,
+                &client_id,
+                name,
+                &subscription,
+                &shared.config.consumer,
+            )?;
+            SinkRunner {
+                connector: name.to_owned(),
+                task: id,
+                instance,
+                consumer,
+                events,
+                key_converter: prepared.key_converter,
+                value_converter: prepared.value_converter,
+                settings,
+                metrics: Arc::clone(metrics),
+                topics_used: Arc::clone(topics_used),
+            }
+            .run(control_rx)
+            .await
+        }
+    }
 }

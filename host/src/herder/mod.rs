@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
+pub use connector::RestartPolicy;
 pub use progress::report_progress;
 pub use store::TargetState;
 
@@ -80,7 +81,7 @@ struct Entry {
     target: TargetState,
     /// Why the connector itself is failed (bad config at start, task split failed), if it is.
     failure: Option<String>,
-    prepared: Option<Prepared>,
+    prepared: Option<Arc<Prepared>>,
     tasks: Vec<TaskHandle>,
     topics: ActiveTopics,
 }
@@ -413,7 +414,7 @@ impl Herder {
                 Ok(prepared) => {
                     let changed = entry.prepared.as_ref().map(|p| &p.task_configs)
                         != Some(&prepared.task_configs);
-                    entry.prepared = Some(prepared);
+                    entry.prepared = Some(Arc::new(prepared));
                     entry.failure = None;
                     if changed || connector_failed {
                         stop_tasks(&mut entry.tasks).await;
@@ -479,11 +480,7 @@ impl Herder {
         if let Some(task) = entry.tasks.get_mut(id as usize) {
             stop_task(task).await;
         }
-        let handle =
-            match spawn_task(&self.shared, name, prepared, id, control, &entry.topics).await {
-                Ok(handle) => handle,
-                Err(trace) => failed_task(trace),
-            };
+        let handle = spawn_task(&self.shared, name, prepared, id, control, &entry.topics);
         if (id as usize) < entry.tasks.len() {
             entry.tasks[id as usize] = handle;
         } else {
@@ -582,7 +579,7 @@ impl Herder {
             config,
             target,
             failure: None,
-            prepared: Some(prepared),
+            prepared: Some(Arc::new(prepared)),
             tasks: Vec::new(),
             topics: ActiveTopics::default(),
         };
@@ -614,13 +611,14 @@ impl Herder {
         };
         let mut tasks = Vec::with_capacity(prepared.task_configs.len());
         for id in 0..prepared.task_configs.len() as u32 {
-            tasks.push(match spawn_task(&self.shared, name, prepared, id, control, &entry.topics).await {
-                Ok(handle) => handle,
-                Err(trace) => {
-                    tracing::error!(connector = %name, task = id, "task failed to start: {trace}");
-                    failed_task(trace)
-                }
-            });
+            tasks.push(spawn_task(
+                &self.shared,
+                name,
+                prepared,
+                id,
+                control,
+                &entry.topics,
+            ));
         }
         entry.tasks = tasks;
     }
@@ -711,7 +709,7 @@ impl Herder {
                         state: state.name(),
                         worker_id: worker_id.clone(),
                         trace: match state {
-                            TaskState::Failed(trace) => Some(trace),
+                            TaskState::Failed(trace) | TaskState::Restarting(trace) => Some(trace),
                             _ => None,
                         },
                     },
@@ -732,18 +730,6 @@ fn kind_name(kind: Option<World>) -> &'static str {
         Some(World::Source) => "source",
         Some(World::Sink) => "sink",
         None => "unknown",
-    }
-}
-
-/// A task that could not start: shown as FAILED with `trace`.
-fn failed_task(trace: String) -> TaskHandle {
-    let metrics = Arc::new(crate::task::TaskMetrics::default());
-    metrics.set_state(TaskState::Failed(trace));
-    let (control, _) = tokio::sync::watch::channel(Control::Stop);
-    TaskHandle {
-        metrics,
-        control,
-        join: tokio::spawn(async {}),
     }
 }
 

@@ -53,10 +53,10 @@ impl Herder {
         let entries = body
             .get("offsets")
             .and_then(Value::as_array)
+            .filter(|entries| !entries.is_empty())
             .ok_or_else(|| {
                 HerderError::BadRequest(
-                    "the body must be {\"offsets\": [{\"partition\": {...}, \"offset\": {...}}]}"
-                        .into(),
+                    "the body must be {\"offsets\": [{\"partition\": {...}, \"offset\": {...}}]} with at least one entry".into(),
                 )
             })?;
         match kind {

@@ -163,5 +163,29 @@ fn check_spec(spec: &PluginSpec, world: World) -> Result<(), String> {
     if spec.version.trim().is_empty() {
         return Err("its spec() version is empty".to_owned());
     }
+    // Keys the worker interprets are the operator's alone: a plugin must not define them (a
+    // default for sandbox.fs.write would otherwise grant the plugin a directory).
+    if let Some(key) = spec.config.iter().find(|k| is_reserved(&k.name)) {
+        return Err(format!(
+            "its spec() defines the config key {}, which the worker reserves; plugins may not define name, connector.class, tasks.max, connector.plugin.version, sandbox.*, task.restart.*, key/value converter or topic.creation.* keys",
+            key.name
+        ));
+    }
     Ok(())
+}
+
+/// Keys the worker interprets itself.
+fn is_reserved(key: &str) -> bool {
+    matches!(
+        key,
+        "name" | "connector.class" | "tasks.max" | "connector.plugin.version"
+    ) || [
+        "sandbox.",
+        "task.restart.",
+        "key.converter",
+        "value.converter",
+        "topic.creation.",
+    ]
+    .iter()
+    .any(|p| key.starts_with(p))
 }

@@ -237,15 +237,19 @@ impl Registry {
     }
 }
 
-/// Orders versions numerically where they are numbers (`0.10.0` after `0.9.0`).
-fn version_key(version: &str) -> Vec<(u64, String)> {
-    version
-        .split(['.', '-', '+'])
-        .map(|part| match part.parse::<u64>() {
-            Ok(n) => (n, String::new()),
-            Err(_) => (u64::MAX, part.to_owned()),
-        })
-        .collect()
+/// Orders versions numerically where they are numbers (`0.10.0` after `0.9.0`), a
+/// pre-release below its release (`1.0.0-rc1` before `1.0.0`), build metadata ignored.
+fn version_key(version: &str) -> (Vec<u64>, bool, String) {
+    let version = version.split('+').next().unwrap_or(version);
+    let (release, pre) = match version.split_once('-') {
+        Some((r, p)) => (r, Some(p)),
+        None => (version, None),
+    };
+    let numbers = release
+        .split('.')
+        .map(|p| p.parse::<u64>().unwrap_or(0))
+        .collect();
+    (numbers, pre.is_none(), pre.unwrap_or("").to_owned())
 }
 
 /// The `.wasm` regular files directly in `dir`, with their stamps.
@@ -280,5 +284,7 @@ mod tests {
     fn versions_order_numerically() {
         assert!(version_key("0.10.0") > version_key("0.9.0"));
         assert!(version_key("1.0.0") > version_key("0.99.99"));
+        assert!(version_key("1.0.0") > version_key("1.0.0-rc1"));
+        assert!(version_key("1.0.0-rc2") > version_key("1.0.0-rc1"));
     }
 }

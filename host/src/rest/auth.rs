@@ -102,6 +102,20 @@ pub async fn require(
     next: Next,
 ) -> Response {
     if !creds.enabled() {
+        // Without credentials the API is only for this machine: a Host header naming another
+        // host is a DNS-rebinding page in a local browser, not a local client.
+        let host = request
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("127.0.0.1");
+        if !is_loopback_host(host) {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!("Requests for host {host} are not accepted without authentication"),
+            )
+            .into_response();
+        }
         return next.run(request).await;
     }
     match creds.accepts(request.headers()) {
@@ -120,6 +134,40 @@ pub async fn require(
                 axum::http::HeaderValue::from_static("Basic realm=\"wasm-connect\", Bearer"),
             );
             response
+        }
+    }
+}
+
+/// Whether a Host header names this machine (`localhost`, `127.x`, `[::1]`, with any port).
+fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_loopback_host;
+
+    #[test]
+    fn loopback_hosts() {
+        for ok in [
+            "localhost:8083",
+            "127.0.0.1:8083",
+            "127.0.0.1",
+            "[::1]:8083",
+            "LOCALHOST",
+        ] {
+            assert!(is_loopback_host(ok), "{ok}");
+        }
+        for bad in ["evil.example:8083", "10.0.0.1:8083", "attacker.com"] {
+            assert!(!is_loopback_host(bad), "{bad}");
         }
     }
 }

@@ -68,11 +68,18 @@ pub async fn list(
     let mut out = Map::new();
     for name in names {
         let mut item = Map::new();
+        // A connector deleted meanwhile is skipped, as in Kafka Connect.
         if expand.iter().any(|e| e == "status") {
-            item.insert("status".into(), json!(herder.status(&name).await?));
+            let Ok(status) = herder.status(&name).await else {
+                continue;
+            };
+            item.insert("status".into(), json!(status));
         }
         if expand.iter().any(|e| e == "info") {
-            item.insert("info".into(), json!(herder.info(&name).await?));
+            let Ok(info) = herder.info(&name).await else {
+                continue;
+            };
+            item.insert("info".into(), json!(info));
         }
         out.insert(name, Value::Object(item));
     }
@@ -278,5 +285,5 @@ pub async fn reset_topics(
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     herder.reset_topics(&name).await?;
-    Ok(StatusCode::OK)
+    Ok(StatusCode::ACCEPTED)
 }

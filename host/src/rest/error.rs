@@ -65,6 +65,23 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        // As Kafka Connect: JSON bodies only. This also stops a web page from posting to the
+        // loopback API with a "simple" (preflight-free) cross-site request.
+        let json = req
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("application/json")
+            });
+        if !json {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "The request body must be JSON (Content-Type: application/json)",
+            ));
+        }
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
             .map_err(|e| ApiError::bad_request(format!("cannot read the request body: {e}")))?;

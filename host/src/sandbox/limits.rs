@@ -65,8 +65,10 @@ pub(crate) struct Meter {
     ticks_used: u64,
     /// Set when the current call ran out of CPU time.
     pub(crate) deadline_hit: bool,
-    /// Set (to the size asked for) when the instance tried to grow past its memory limit.
+    /// Set (to the total asked for) when the instance tried to grow past its memory limit.
     pub(crate) memory_denied: Option<usize>,
+    /// Bytes of linear memory of all the instance's memories together.
+    memory_used: usize,
 }
 
 impl Meter {
@@ -76,6 +78,7 @@ impl Meter {
             ticks_used: 0,
             deadline_hit: false,
             memory_denied: None,
+            memory_used: 0,
         }
     }
 
@@ -104,17 +107,23 @@ impl Meter {
 impl wasmtime::ResourceLimiter for Meter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.limits.memory_bytes {
-            self.memory_denied = Some(desired);
+        // The limit is for the instance: every memory of every core instance counts.
+        let total = self
+            .memory_used
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if total > self.limits.memory_bytes {
+            self.memory_denied = Some(total);
             return Err(wasmtime::format_err!(
-                "memory limit of {} bytes exceeded (tried to grow to {desired} bytes)",
+                "memory limit of {} bytes exceeded (tried to grow to {total} bytes)",
                 self.limits.memory_bytes
             ));
         }
+        self.memory_used = total;
         Ok(true)
     }
 
@@ -125,6 +134,18 @@ impl wasmtime::ResourceLimiter for Meter {
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         Ok(desired <= 1_000_000)
+    }
+
+    fn instances(&self) -> usize {
+        64
+    }
+
+    fn memories(&self) -> usize {
+        64
+    }
+
+    fn tables(&self) -> usize {
+        256
     }
 }
 

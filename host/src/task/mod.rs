@@ -29,12 +29,66 @@ pub(crate) fn control(rx: &tokio::sync::watch::Receiver<Control>) -> Control {
     }
 }
 
+/// Why a task ended, and whether restarting it can help.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// What went wrong, in plugin terms.
+    pub trace: String,
+    /// False for failures that a restart repeats (invalid config, a record that cannot be
+    /// converted): the restart policy leaves those FAILED at once.
+    pub restartable: bool,
+}
+
+impl Failure {
+    /// A failure a restart would only repeat.
+    pub fn fatal(trace: impl Into<String>) -> Self {
+        Self {
+            trace: trace.into(),
+            restartable: false,
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.trace)
+    }
+}
+
+impl From<String> for Failure {
+    fn from(trace: String) -> Self {
+        Self {
+            trace,
+            restartable: true,
+        }
+    }
+}
+
+impl From<crate::sandbox::CallError> for Failure {
+    fn from(e: crate::sandbox::CallError) -> Self {
+        use crate::sandbox::bindings::types::PluginError;
+        let restartable = !matches!(
+            e,
+            crate::sandbox::CallError::Plugin {
+                error: PluginError::InvalidConfig(_),
+                ..
+            }
+        );
+        Self {
+            trace: e.to_string(),
+            restartable,
+        }
+    }
+}
+
 /// The lifecycle state of a task, with Kafka Connect's names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskState {
     Unassigned,
     Running,
     Paused,
+    /// The task failed and waits to be restarted; the trace says why.
+    Restarting(String),
     /// The task failed; the trace says why in plugin terms.
     Failed(String),
     Stopped,
@@ -47,6 +101,7 @@ impl TaskState {
             TaskState::Unassigned => "UNASSIGNED",
             TaskState::Running => "RUNNING",
             TaskState::Paused => "PAUSED",
+            TaskState::Restarting(_) => "RESTARTING",
             TaskState::Failed(_) => "FAILED",
             TaskState::Stopped => "STOPPED",
         }
@@ -60,6 +115,8 @@ pub struct TaskMetrics {
     pub records_in: AtomicU64,
     /// Records Kafka acknowledged (source) or the plugin accepted (sink).
     pub records_done: AtomicU64,
+    /// How often the task was restarted after a failure.
+    pub restarts: AtomicU64,
     state: Mutex<TaskState>,
 }
 
@@ -68,6 +125,7 @@ impl Default for TaskMetrics {
         Self {
             records_in: AtomicU64::new(0),
             records_done: AtomicU64::new(0),
+            restarts: AtomicU64::new(0),
             state: Mutex::new(TaskState::Unassigned),
         }
     }

@@ -15,7 +15,8 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 
 use super::{
-    ActiveTopics, Control, RunnerSettings, TaskMetrics, TaskState, backoff, control, note_topic,
+    ActiveTopics, Control, Failure, RunnerSettings, TaskMetrics, TaskState, backoff, control,
+    note_topic,
 };
 use crate::convert::Converter;
 use crate::kafka::consumer::{RebalanceEvent, SinkConsumer};
@@ -38,7 +39,7 @@ pub struct SinkRunner {
 
 impl SinkRunner {
     /// Run until told to stop or the task fails; `Err` carries the failure trace.
-    pub async fn run(mut self, mut stop: watch::Receiver<Control>) -> Result<(), String> {
+    pub async fn run(mut self, mut stop: watch::Receiver<Control>) -> Result<(), Failure> {
         // Next offset to commit per partition: one past the last record handed to `put`.
         let mut positions: BTreeMap<(String, i32), i64> = BTreeMap::new();
         let outcome = self.consume_loop(&mut positions, &mut stop).await;
@@ -60,11 +61,11 @@ impl SinkRunner {
         &mut self,
         positions: &mut BTreeMap<(String, i32), i64>,
         stop: &mut watch::Receiver<Control>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Failure> {
         let mut last_flush = Instant::now();
         let mut paused = false;
+        let mut rebalanced = false;
         loop {
-            let mut rebalanced = false;
             while let Ok(event) = self.events.try_recv() {
                 self.on_rebalance(event, positions).await?;
                 rebalanced = true;
@@ -75,7 +76,7 @@ impl SinkRunner {
             }
             match control(stop) {
                 Control::Stop => return Ok(()),
-                Control::Pause if !paused || rebalanced => {
+                Control::Pause if !paused || std::mem::take(&mut rebalanced) => {
                     // Keep the assignment (and group membership) but fetch nothing.
                     self.set_paused(true);
                     paused = true;
@@ -97,6 +98,8 @@ impl SinkRunner {
                 event = self.events.recv() => {
                     if let Some(event) = event {
                         self.on_rebalance(event, positions).await?;
+                        // New partitions of a paused task must be paused too.
+                        rebalanced = true;
                     }
                     continue;
                 }
@@ -151,7 +154,7 @@ impl SinkRunner {
         &mut self,
         batch: &[SinkRecord],
         stop: &watch::Receiver<Control>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Failure> {
         let mut attempt = 0;
         loop {
             match self.instance.put(batch).await {
@@ -159,25 +162,27 @@ impl SinkRunner {
                 Ok(failures) => {
                     let first = &failures[0];
                     let record = &batch[first.index as usize];
-                    return Err(format!(
+                    return Err(Failure::from(format!(
                         "the plugin could not write {} record(s); first: {}-{} offset {}: {}",
                         failures.len(),
                         record.topic,
                         record.partition,
                         record.offset,
                         first.message
-                    ));
+                    )));
                 }
                 Err(e) if e.is_retriable() => {
                     if control(stop) == Control::Stop {
-                        return Err(format!("{e} (stopping before the batch was written)"));
+                        return Err(Failure::from(format!(
+                            "{e} (stopping before the batch was written)"
+                        )));
                     }
                     let wait = backoff(attempt);
                     attempt += 1;
                     tracing::warn!(connector = %self.connector, task = self.task, "{e}; delivering the same {} records again in {wait:?}", batch.len());
                     tokio::time::sleep(wait).await;
                 }
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(Failure::from(e)),
             }
         }
     }
@@ -186,7 +191,7 @@ impl SinkRunner {
         &mut self,
         event: RebalanceEvent,
         positions: &mut BTreeMap<(String, i32), i64>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Failure> {
         let as_wit = |parts: &[(String, i32)]| -> Vec<TopicPartition> {
             parts
                 .iter()
@@ -205,7 +210,7 @@ impl SinkRunner {
                 self.instance
                     .open(&as_wit(&parts))
                     .await
-                    .map_err(|e| e.to_string())
+                    .map_err(Failure::from)
             }
             RebalanceEvent::Revoked(parts) => {
                 tracing::info!(connector = %self.connector, task = self.task, ?parts, "partitions revoked");
@@ -221,7 +226,7 @@ impl SinkRunner {
                 self.flush_and_commit(&mut revoked, CommitMode::Sync)
                     .await?;
                 match self.instance.close(&as_wit(&parts)).await {
-                    Err(e) if !e.is_retriable() => Err(e.to_string()),
+                    Err(e) if !e.is_retriable() => Err(Failure::from(e)),
                     _ => Ok(()),
                 }
             }
@@ -232,7 +237,7 @@ impl SinkRunner {
         &mut self,
         positions: &mut BTreeMap<(String, i32), i64>,
         mode: CommitMode,
-    ) -> Result<(), String> {
+    ) -> Result<(), Failure> {
         if positions.is_empty() {
             return Ok(());
         }
@@ -250,7 +255,7 @@ impl SinkRunner {
                 tracing::warn!(connector = %self.connector, task = self.task, "{e}; committing nothing this time");
                 return Ok(());
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(Failure::from(e)),
         };
         let mut tpl = TopicPartitionList::new();
         for o in &safe {
@@ -274,16 +279,14 @@ impl SinkRunner {
         Ok(())
     }
 
-    fn convert(&self, m: &BorrowedMessage<'_>) -> Result<SinkRecord, String> {
+    fn convert(&self, m: &BorrowedMessage<'_>) -> Result<SinkRecord, Failure> {
         let at = || format!("{}-{} offset {}", m.topic(), m.partition(), m.offset());
-        let key = self
-            .key_converter
-            .from_kafka(m.key())
-            .map_err(|e| format!("record {}: the key converter failed: {e}", at()))?;
-        let value = self
-            .value_converter
-            .from_kafka(m.payload())
-            .map_err(|e| format!("record {}: the value converter failed: {e}", at()))?;
+        let key = self.key_converter.from_kafka(m.key()).map_err(|e| {
+            Failure::fatal(format!("record {}: the key converter failed: {e}", at()))
+        })?;
+        let value = self.value_converter.from_kafka(m.payload()).map_err(|e| {
+            Failure::fatal(format!("record {}: the value converter failed: {e}", at()))
+        })?;
         let headers = m
             .headers()
             .map(|hs| {

@@ -12,7 +12,8 @@ use rdkafka::message::{Header, OwnedHeaders};
 use tokio::sync::{mpsc, watch};
 
 use super::{
-    ActiveTopics, Control, RunnerSettings, TaskMetrics, TaskState, backoff, control, note_topic,
+    ActiveTopics, Control, Failure, RunnerSettings, TaskMetrics, TaskState, backoff, control,
+    note_topic,
 };
 use crate::convert::Converter;
 use crate::kafka::producer::{Ack, AckTarget, Outgoing, Producer};
@@ -41,23 +42,45 @@ pub struct SourceRunner {
     pub topics_used: ActiveTopics,
 }
 
+/// The source partition in canonical JSON (keys sorted, no whitespace), so partitions compare
+/// by value as the contract says, and the offset checked to be JSON. The previous record's
+/// partition text is remembered, since consecutive records mostly share it.
+fn canonical_position(state: &mut Loop, record: &SourceRecord) -> Result<(String, String), String> {
+    let partition = match &state.last_partition {
+        Some((raw, canonical)) if *raw == record.source_partition => canonical.clone(),
+        _ => {
+            let value: serde_json::Value = serde_json::from_str(&record.source_partition)
+                .map_err(|e| format!("its source partition is not JSON ({e})"))?;
+            let canonical = value.to_string();
+            state.last_partition = Some((record.source_partition.clone(), canonical.clone()));
+            canonical
+        }
+    };
+    serde_json::from_str::<serde::de::IgnoredAny>(&record.source_offset)
+        .map_err(|e| format!("its source offset is not JSON ({e})"))?;
+    Ok((partition, record.source_offset.clone()))
+}
+
 struct Loop {
     tracker: SubmittedRecords,
     acks_tx: mpsc::UnboundedSender<Ack>,
     acks: mpsc::UnboundedReceiver<Ack>,
     /// The first delivery failure, which fails the task.
-    delivery_error: Option<String>,
+    delivery_error: Option<Failure>,
+    /// The last source partition text seen and its canonical form.
+    last_partition: Option<(String, String)>,
 }
 
 impl SourceRunner {
     /// Run until told to stop or the task fails; `Err` carries the failure trace.
-    pub async fn run(mut self, mut stop: watch::Receiver<Control>) -> Result<(), String> {
+    pub async fn run(mut self, mut stop: watch::Receiver<Control>) -> Result<(), Failure> {
         let (acks_tx, acks) = mpsc::unbounded_channel();
         let mut state = Loop {
             tracker: SubmittedRecords::default(),
             acks_tx,
             acks,
             delivery_error: None,
+            last_partition: None,
         };
         let outcome = self.poll_loop(&mut state, &mut stop).await;
         // Whatever happened, record what Kafka has acknowledged so nothing is replayed twice
@@ -74,7 +97,7 @@ impl SourceRunner {
         &mut self,
         state: &mut Loop,
         stop: &mut watch::Receiver<Control>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Failure> {
         let default_topic = self
             .config
             .iter()
@@ -132,7 +155,7 @@ impl SourceRunner {
                     tokio::select! { _ = tokio::time::sleep(wait) => {}, _ = stop.changed() => {} }
                     continue;
                 }
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(Failure::from(e)),
             };
             if records.is_empty() {
                 tokio::select! {
@@ -159,7 +182,7 @@ impl SourceRunner {
         index: usize,
         record: SourceRecord,
         default_topic: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Failure> {
         let describe = || {
             format!(
                 "record {index} of the batch (source partition {}, offset {})",
@@ -177,11 +200,15 @@ impl SourceRunner {
         let key = self
             .key_converter
             .to_kafka(record.key.as_ref())
-            .map_err(|e| format!("{}: the key converter failed: {e}", describe()))?;
+            .map_err(|e| {
+                Failure::fatal(format!("{}: the key converter failed: {e}", describe()))
+            })?;
         let value = self
             .value_converter
             .to_kafka(record.value.as_ref())
-            .map_err(|e| format!("{}: the value converter failed: {e}", describe()))?;
+            .map_err(|e| {
+                Failure::fatal(format!("{}: the value converter failed: {e}", describe()))
+            })?;
         let headers = (!record.headers.is_empty()).then(|| {
             record.headers.iter().fold(
                 OwnedHeaders::new_with_capacity(record.headers.len()),
@@ -193,9 +220,9 @@ impl SourceRunner {
                 },
             )
         });
-        let submitted = state
-            .tracker
-            .submit(&record.source_partition, record.source_offset.clone());
+        let (partition, offset) = canonical_position(state, &record)
+            .map_err(|e| Failure::from(format!("{}: {e}", describe())))?;
+        let submitted = state.tracker.submit(&partition, offset);
         let target = AckTarget {
             tx: state.acks_tx.clone(),
             record: submitted,
@@ -213,6 +240,7 @@ impl SourceRunner {
                 target,
             )
             .await
+            .map_err(Failure::from)
     }
 
     fn take_acks(&self, state: &mut Loop) {
@@ -229,7 +257,8 @@ impl SourceRunner {
             }
             Some(error) => {
                 if state.delivery_error.is_none() {
-                    state.delivery_error = Some(format!("Kafka rejected a record: {error}"));
+                    state.delivery_error =
+                        Some(Failure::from(format!("Kafka rejected a record: {error}")));
                 }
             }
         }
@@ -253,7 +282,7 @@ impl SourceRunner {
     }
 
     /// Persist the committable offsets, then tell the plugin.
-    async fn flush(&mut self, state: &mut Loop) -> Result<(), String> {
+    async fn flush(&mut self, state: &mut Loop) -> Result<(), Failure> {
         self.take_acks(state);
         let committable = state.tracker.take_committable();
         if committable.is_empty() {
@@ -279,7 +308,7 @@ impl SourceRunner {
                 tracing::warn!(connector = %self.connector, task = self.task, "commit: {e}");
                 Ok(())
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(Failure::from(e)),
         }
     }
 }

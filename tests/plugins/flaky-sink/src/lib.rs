@@ -10,7 +10,7 @@ use wasm_connect_sdk::{
     SinkRecord, SinkTask, Spec, TopicPartitionOffset, export_sink_connector,
 };
 
-struct FlakySink;
+pub struct FlakySink;
 
 impl Connector for FlakySink {
     fn spec() -> Spec {
@@ -35,7 +35,7 @@ impl SinkConnector for FlakySink {
     type Task = Task;
 }
 
-struct Task {
+pub struct Task {
     file: File,
     failures_left: u32,
 }

@@ -7,7 +7,7 @@ use wasm_connect_sdk::{
     Spec, export_source_connector, log,
 };
 
-struct Misbehave;
+pub struct Misbehave;
 
 impl Connector for Misbehave {
     fn spec() -> Spec {
@@ -23,7 +23,7 @@ impl SourceConnector for Misbehave {
     type Task = Task;
 }
 
-struct Task {
+pub struct Task {
     mode: String,
 }
 

@@ -6,7 +6,7 @@ use wasm_connect_sdk::{
     export_source_connector,
 };
 
-struct Greedy;
+pub struct Greedy;
 
 impl Connector for Greedy {
     fn spec() -> Spec {
@@ -28,7 +28,7 @@ impl SourceConnector for Greedy {
     type Task = Idle;
 }
 
-struct Idle;
+pub struct Idle;
 
 impl SourceTask for Idle {
     fn create(_config: Config) -> Result<Self> {
