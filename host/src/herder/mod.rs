@@ -634,19 +634,28 @@ impl Herder {
     }
 
     fn masked(&self, entry: &Entry, pairs: &[(String, String)]) -> BTreeMap<String, String> {
-        let secret: BTreeSet<&str> = entry
-            .prepared
-            .as_ref()
-            .map(|p| {
-                p.plugin
-                    .spec
-                    .config
-                    .iter()
-                    .filter(|k| k.ty == "PASSWORD")
-                    .map(|k| k.name.as_str())
-                    .collect()
-            })
-            .unwrap_or_default();
+        // Without a loaded plugin (a restored connector whose plugin is gone) its key types are
+        // unknown: hide anything named like a secret rather than risk echoing one.
+        let secret: BTreeSet<&str> = match entry.prepared.as_ref() {
+            Some(p) => p
+                .plugin
+                .spec
+                .config
+                .iter()
+                .filter(|k| k.ty == "PASSWORD")
+                .map(|k| k.name.as_str())
+                .collect(),
+            None => pairs
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .filter(|k| {
+                    ["password", "secret", "token", "credential", "key"]
+                        .iter()
+                        .any(|w| k.to_ascii_lowercase().contains(w))
+                })
+                .filter(|k| !k.ends_with(".converter") && !k.starts_with("key."))
+                .collect(),
+        };
         pairs
             .iter()
             .map(|(k, v)| {

@@ -176,11 +176,16 @@ pub async fn validate(
     let mut configs = Vec::new();
     for (order, (key, group)) in keys.iter().enumerate() {
         let errors: Vec<String> = take_errors(&mut errors_by_key, &key.name);
+        let value = if key.ty == "PASSWORD" {
+            value_of(&key.name).map(|_| crate::herder::HIDDEN.to_owned())
+        } else {
+            value_of(&key.name).or_else(|| key.default.clone())
+        };
         configs.push(json!({
             "definition": definition(key, group, order + 1),
             "value": {
                 "name": key.name,
-                "value": value_of(&key.name).or_else(|| key.default.clone()),
+                "value": value,
                 "recommended_values": key.allowed_values,
                 "errors": errors,
                 "visible": true,
