@@ -9,22 +9,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 use wasm_connect_tests::kafka::{by_partition, consume, create_topic, produce, unique_topic};
-use wasm_connect_tests::worker::{Worker, eventually, write_properties};
+use wasm_connect_tests::worker::{Worker, eventually, lines, write_properties};
 use wasm_connect_tests::{kafka, test_plugin_file};
 
 fn worker_settings() -> Vec<(&'static str, String)> {
-    vec![
-        ("bootstrap.servers", kafka::bootstrap()),
-        ("offset.flush.interval.ms", "500".into()),
-    ]
-}
-
-fn lines(path: &Path) -> Vec<String> {
-    fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
+    kafka::worker_settings(500)
 }
 
 /// Parse datagen's JSON values (the json converter's envelope unwrapped).

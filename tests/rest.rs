@@ -3,7 +3,6 @@
 //! client against the same worker.
 
 use std::fs;
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use wasm_connect::rest::{ENDPOINTS, UNKNOWN_ENDPOINT};
 use wasm_connect_tests::kafka::{consume, create_topic, unique_topic};
-use wasm_connect_tests::worker::{Worker, eventually, write_properties};
+use wasm_connect_tests::worker::{Worker, eventually, lines, write_properties};
 use wasm_connect_tests::{kafka, repo_root, test_plugin_file, wasm_connect_bin};
 
 struct Api {
@@ -61,18 +60,7 @@ impl Api {
 }
 
 fn worker_settings() -> Vec<(&'static str, String)> {
-    vec![
-        ("bootstrap.servers", kafka::bootstrap()),
-        ("offset.flush.interval.ms", "300".into()),
-    ]
-}
-
-fn lines(path: &Path) -> Vec<String> {
-    fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
+    kafka::worker_settings(300)
 }
 
 fn assert_error(status: StatusCode, body: &Value, expected: StatusCode, needle: &str) {

@@ -36,6 +36,14 @@ pub fn bootstrap() -> String {
         .clone()
 }
 
+/// Worker settings for the test broker, flushing offsets every `flush_ms`.
+pub fn worker_settings(flush_ms: u64) -> Vec<(&'static str, String)> {
+    vec![
+        ("bootstrap.servers", bootstrap()),
+        ("offset.flush.interval.ms", flush_ms.to_string()),
+    ]
+}
+
 /// A topic name no other test uses.
 pub fn unique_topic(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())

@@ -530,11 +530,15 @@ impl Herder {
                 let _ = task.control.send(Control::Stop);
             }
         }
+        futures::future::join_all(
+            connectors
+                .values_mut()
+                .flat_map(|entry| entry.tasks.iter_mut())
+                .map(stop_task),
+        )
+        .await;
         let mut summary = Vec::new();
         for (name, entry) in connectors.iter_mut() {
-            for task in entry.tasks.iter_mut() {
-                stop_task(task).await;
-            }
             let done = entry.tasks.iter().map(|t| t.metrics.done()).sum();
             let failed = entry
                 .tasks
@@ -757,8 +761,7 @@ async fn stop_tasks(tasks: &mut Vec<TaskHandle>) {
     for task in tasks.iter() {
         let _ = task.control.send(Control::Stop);
     }
-    for task in tasks.iter_mut() {
-        stop_task(task).await;
-    }
+    // In parallel: stopping takes as long as the slowest task, not the sum of all.
+    futures::future::join_all(tasks.iter_mut().map(stop_task)).await;
     tasks.clear();
 }
