@@ -18,7 +18,7 @@ use crate::herder::{Herder, TargetState};
 type S = State<Arc<Herder>>;
 
 /// Flatten a JSON config object into pairs; values must be scalars.
-fn config_pairs(object: &Map<String, Value>) -> Result<Vec<(String, String)>, ApiError> {
+pub(super) fn config_pairs(object: &Map<String, Value>) -> Result<Vec<(String, String)>, ApiError> {
     object
         .iter()
         .map(|(k, v)| match v {

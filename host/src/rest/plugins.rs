@@ -130,19 +130,7 @@ pub async fn validate(
     JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> Result<Json<Value>, ApiError> {
     let plugin = plugin_or_404(&herder, &plugin_name)?;
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    for (k, v) in &body {
-        match v {
-            Value::String(s) => pairs.push((k.clone(), s.clone())),
-            Value::Number(n) => pairs.push((k.clone(), n.to_string())),
-            Value::Bool(b) => pairs.push((k.clone(), b.to_string())),
-            _ => {
-                return Err(ApiError::bad_request(format!(
-                    "config value of {k} must be a string"
-                )));
-            }
-        }
-    }
+    let mut pairs = super::connectors::config_pairs(&body)?;
     match pairs.iter().find(|(k, _)| k == "connector.class") {
         Some((_, class)) if *class != plugin.spec.name => {
             return Err(ApiError::bad_request(format!(
