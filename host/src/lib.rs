@@ -8,6 +8,7 @@
 //! - [`kafka`]: the producer, consumers and topic creation (rdkafka).
 //! - [`offsets`]: the source offset store and acknowledgement tracking.
 //! - [`task`]: the source and sink task loops.
+//! - [`errors`]: error tolerance, error logging and dead-letter queues.
 //! - [`herder`]: the worker: shared parts and connector/task lifecycle.
 //! - [`broker`]: the embedded broker used when no cluster is configured.
 //! - [`cli`]: the `wasm-connect` command line.
@@ -17,6 +18,7 @@ pub mod cli;
 pub mod config;
 pub mod config_keys;
 pub mod convert;
+pub mod errors;
 pub mod herder;
 pub mod kafka;
 pub mod logging;

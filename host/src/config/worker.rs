@@ -72,9 +72,19 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "Most records a source task may have sent but not acknowledged.",
     ),
     (
+        "source.max.in.flight.bytes",
+        "67108864",
+        "Most bytes a source task may have sent but not acknowledged.",
+    ),
+    (
         "sink.batch.max.records",
         "2000",
         "Most records handed to a sink task per put.",
+    ),
+    (
+        "sandbox.record.max.bytes",
+        "8388608",
+        "Largest record (key, value and headers) allowed across the plugin boundary.",
     ),
     (
         "topic.creation.enable",
@@ -118,13 +128,11 @@ pub struct WorkerConfig {
     pub bootstrap_servers: Option<String>,
     pub plugin_path: PathBuf,
     pub data_dir: PathBuf,
-    pub offset_flush_interval: Duration,
     /// Converter defaults and other keys connectors inherit (`key.converter`, ...).
     pub converter_defaults: Pairs,
     pub limits: Limits,
-    pub source_poll_max_records: u32,
-    pub source_max_in_flight: usize,
-    pub sink_batch_max_records: usize,
+    /// Batch sizes, record size and in-flight limits of tasks (connectors may override them).
+    pub task: crate::task::RunnerSettings,
     pub topic_creation_enable: bool,
     pub topic_default_partitions: i32,
     pub topic_default_replication: i32,
@@ -187,9 +195,6 @@ impl WorkerConfig {
             }
         };
         let flush_ms = number("offset.flush.interval.ms", 10_000, 1);
-        let poll_max = number("source.poll.max.records", 2000, 1);
-        let in_flight = number("source.max.in.flight.records", 20_000, 1);
-        let sink_batch = number("sink.batch.max.records", 2000, 1);
         let scan_ms = number("plugin.scan.interval.ms", 2000, 10);
         let partitions = number("topic.creation.default.partitions", 1, 1);
         let replication = match get("topic.creation.default.replication.factor") {
@@ -220,6 +225,13 @@ impl WorkerConfig {
         let restart = crate::herder::RestartPolicy::configured(Default::default(), pairs)
             .map_err(|m| problems.push(Problem::new("", m)))
             .unwrap_or_default();
+        let task = crate::task::RunnerSettings {
+            flush_interval: Duration::from_millis(flush_ms),
+            ..Default::default()
+        }
+        .with_overrides(pairs)
+        .map_err(|m| problems.push(Problem::new("", m)))
+        .unwrap_or_default();
         let limits = Limits::default()
             .with_overrides(pairs)
             .map_err(|m| problems.push(Problem::new("", m)))
@@ -250,12 +262,9 @@ impl WorkerConfig {
             bootstrap_servers,
             plugin_path: PathBuf::from(get("plugin.path").unwrap_or("dist/plugins")),
             data_dir: PathBuf::from(get("data.dir").unwrap_or("wasm-connect-data")),
-            offset_flush_interval: Duration::from_millis(flush_ms),
             converter_defaults,
             limits,
-            source_poll_max_records: poll_max.min(u64::from(u32::MAX)) as u32,
-            source_max_in_flight: in_flight as usize,
-            sink_batch_max_records: sink_batch as usize,
+            task,
             topic_creation_enable,
             topic_default_partitions: partitions.min(i32::MAX as u64) as i32,
             topic_default_replication: replication,
@@ -301,7 +310,7 @@ mod tests {
     fn defaults_and_overrides() {
         let c = WorkerConfig::from_pairs(&pairs(&[])).unwrap();
         assert!(c.bootstrap_servers.is_none());
-        assert_eq!(c.offset_flush_interval, Duration::from_secs(10));
+        assert_eq!(c.task.flush_interval, Duration::from_secs(10));
         let c = WorkerConfig::from_pairs(&pairs(&[
             ("bootstrap.servers", "127.0.0.1:19092"),
             ("offset.flush.interval.ms", "250"),
@@ -310,7 +319,7 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(c.bootstrap_servers.as_deref(), Some("127.0.0.1:19092"));
-        assert_eq!(c.offset_flush_interval, Duration::from_millis(250));
+        assert_eq!(c.task.flush_interval, Duration::from_millis(250));
         assert_eq!(c.producer, pairs(&[("linger.ms", "20")]));
         assert_eq!(
             c.converter_defaults,

@@ -69,6 +69,15 @@ fn parse_bool(value: &str) -> Result<bool, String> {
 }
 
 impl Converter {
+    /// The converter's name (`string`, `bytes`, `json`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Converter::String => "string",
+            Converter::Bytes => "bytes",
+            Converter::Json { .. } => "json",
+        }
+    }
+
     /// The converter for `role` (`key` or `value`): the connector's setting, else the worker's,
     /// else the default (string keys, JSON values; schemas on, as in Kafka Connect).
     pub fn configured(
@@ -177,6 +186,12 @@ impl Converter {
 
 fn envelope_error() -> String {
     "the json converter with schemas.enable=true expects {\"schema\": ..., \"payload\": ...}; set value.converter.schemas.enable=false (or key.) for plain JSON".to_owned()
+}
+
+/// The bytes of plugin data without conversion (what a dead-letter record carries when the
+/// converter failed).
+pub fn raw_bytes(data: &Data) -> &[u8] {
+    bytes_of(data)
 }
 
 fn bytes_of(data: &Data) -> &[u8] {

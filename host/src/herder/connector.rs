@@ -12,6 +12,7 @@ use super::Shared;
 use crate::config::ConnectorConfig;
 use crate::config::connector::{Problem, describe};
 use crate::convert::Converter;
+use crate::errors::{ErrorPolicy, ErrorReporter};
 use crate::kafka::consumer::{self, Subscription};
 use crate::plugin::{Plugin, World};
 use crate::sandbox::{
@@ -32,6 +33,8 @@ pub(crate) struct Prepared {
     pub value_converter: Converter,
     pub task_configs: Vec<Vec<(String, String)>>,
     pub restart: RestartPolicy,
+    pub settings: RunnerSettings,
+    pub errors: Arc<ErrorPolicy>,
 }
 
 /// A running task.
@@ -105,10 +108,34 @@ pub(crate) fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked
         problems.push(Problem::new("", m));
         shared.config.restart
     });
-    if plugin.world == World::Sink
-        && let Err(m) = Subscription::from_config(operator)
-    {
-        problems.push(Problem::new("", m));
+    let settings = shared
+        .config
+        .task
+        .with_overrides(operator)
+        .unwrap_or_else(|m| {
+            problems.push(Problem::new("", m));
+            shared.config.task
+        });
+    let errors = ErrorPolicy::from_config(operator).unwrap_or_else(|ms| {
+        problems.extend(ms.into_iter().map(|m| Problem::new("", m)));
+        ErrorPolicy::default()
+    });
+    if plugin.world == World::Sink {
+        match Subscription::from_config(operator) {
+            Err(m) => problems.push(Problem::new("", m)),
+            Ok(Subscription::Topics(topics))
+                if errors
+                    .dlq_topic
+                    .as_ref()
+                    .is_some_and(|dlq| topics.contains(dlq)) =>
+            {
+                problems.push(Problem::new(
+                    crate::errors::policy::DLQ_TOPIC,
+                    "is one of the connector's topics; a dead-letter queue must be another topic",
+                ))
+            }
+            Ok(_) => {}
+        }
     }
     if !problems.is_empty() {
         return Err(problems);
@@ -121,6 +148,8 @@ pub(crate) fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked
         key_converter,
         value_converter,
         restart,
+        settings,
+        errors: Arc::new(errors),
     })
 }
 
@@ -133,6 +162,8 @@ pub(crate) struct Checked {
     key_converter: Converter,
     value_converter: Converter,
     restart: RestartPolicy,
+    settings: RunnerSettings,
+    errors: Arc<ErrorPolicy>,
 }
 
 /// The connector instance's context (also the base of its tasks' contexts).
@@ -163,6 +194,8 @@ pub(crate) async fn prepare(
         key_converter,
         value_converter,
         restart,
+        settings,
+        errors,
     } = check(shared, config)?;
     let ctx = connector_context(&config.name, &grants, limits);
     let instance_error = |e: String| vec![Problem::new("", e)];
@@ -175,12 +208,12 @@ pub(crate) async fn prepare(
                     plugin.spec.name
                 ))
             })?;
-    let errors = instance
+    let invalid = instance
         .validate(&pairs)
         .await
         .map_err(|e| instance_error(e.to_string()))?;
-    if !errors.is_empty() {
-        return Err(errors
+    if !invalid.is_empty() {
+        return Err(invalid
             .into_iter()
             .map(|e| Problem::new(e.key, e.message))
             .collect());
@@ -199,6 +232,8 @@ pub(crate) async fn prepare(
         value_converter,
         task_configs,
         restart,
+        settings,
+        errors,
     })
 }
 
@@ -412,17 +447,20 @@ async fn run_once(
     if plugin.world == World::Source {
         ctx.offsets = shared.offsets.reader(name);
     }
-    let settings = RunnerSettings {
-        flush_interval: shared.config.offset_flush_interval,
-        source_poll_max_records: shared.config.source_poll_max_records,
-        source_max_in_flight: shared.config.source_max_in_flight,
-        sink_batch_max_records: shared.config.sink_batch_max_records,
-    };
+    let settings = prepared.settings;
     metrics.set_state(if crate::task::control(&control_rx) == Control::Pause {
         TaskState::Paused
     } else {
         TaskState::Running
     });
+    let errors = ErrorReporter::new(
+        Arc::clone(&prepared.errors),
+        name,
+        id,
+        Arc::clone(&shared.producer),
+        Arc::clone(&shared.topics),
+        Arc::clone(&metrics.errors),
+    );
     let cannot = |e: anyhow::Error| Failure::from(format!("cannot instantiate the plugin: {e:#}"));
     match plugin.world {
         World::Source => {
@@ -443,6 +481,8 @@ async fn run_once(
                 settings,
                 metrics: Arc::clone(metrics),
                 topics_used: Arc::clone(topics_used),
+                plugin: plugin.spec.name.clone(),
+                errors,
             }
             .run(control_rx)
             .await
@@ -473,6 +513,9 @@ async fn run_once(
                 settings,
                 metrics: Arc::clone(metrics),
                 topics_used: Arc::clone(topics_used),
+                plugin: plugin.spec.name.clone(),
+                errors,
+                dead_letters: Default::default(),
             }
             .run(control_rx)
             .await

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{DeliveryResult, OwnedHeaders};
+use rdkafka::message::{DeliveryResult, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer as _, ProducerContext, ThreadedProducer};
 use tokio::sync::mpsc;
 
@@ -19,15 +19,60 @@ use crate::offsets::Submitted;
 pub struct AckTarget {
     pub tx: mpsc::UnboundedSender<Ack>,
     pub record: Submitted,
+    /// Bytes of the record (for in-flight accounting), handed back in the report.
+    pub bytes: usize,
+    /// Whether the record went through error handling (a dead-letter write, or a skip): its
+    /// success is not a record done, and its failure is not reported again.
+    pub dlq: bool,
 }
 
 /// A delivery report.
 #[derive(Debug)]
 pub struct Ack {
     pub record: Submitted,
-    /// The broker's or client's error, when delivery failed for good (librdkafka has already
-    /// retried retriable errors until `delivery.timeout.ms`).
-    pub error: Option<String>,
+    pub bytes: usize,
+    pub dlq: bool,
+    /// Set when delivery failed for good (librdkafka has already retried retriable errors
+    /// until `delivery.timeout.ms`).
+    pub error: Option<DeliveryError>,
+}
+
+/// Why Kafka did not take a record.
+#[derive(Debug)]
+pub struct DeliveryError {
+    pub message: String,
+    /// The record itself, when the broker rejected this record (too large, invalid, not
+    /// authorised) rather than being unreachable; error handling may route it to a DLQ.
+    pub rejected: Option<Returned>,
+}
+
+/// A copy of a record Kafka rejected.
+#[derive(Debug, Clone)]
+pub struct Returned {
+    pub topic: String,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    pub timestamp: Option<i64>,
+}
+
+/// Whether `error` is about the record itself (retrying cannot help; error tolerance applies)
+/// rather than about reaching the cluster.
+pub fn rejects_record(error: &KafkaError) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(
+        error.rdkafka_error_code(),
+        Some(
+            C::MessageSizeTooLarge
+                | C::InvalidMessageSize
+                | C::MessageBatchTooLarge
+                | C::InvalidMessage
+                | C::InvalidRecord
+                | C::InvalidTimestamp
+                | C::TopicAuthorizationFailed
+                | C::PolicyViolation
+        )
+    )
 }
 
 /// Routes delivery reports to tasks.
@@ -49,13 +94,46 @@ impl ProducerContext for AckRouter {
     fn delivery(&self, result: &DeliveryResult<'_>, target: Box<AckTarget>) {
         let error = match result {
             Ok(_) => None,
-            Err((e, _)) => Some(e.to_string()),
+            Err((e, message)) => Some(DeliveryError {
+                message: e.to_string(),
+                // Copied only on this (rare) path, so the happy path allocates nothing.
+                rejected: rejects_record(e).then(|| Returned {
+                    topic: message.topic().to_owned(),
+                    key: message.key().map(<[u8]>::to_vec),
+                    value: message.payload().map(<[u8]>::to_vec),
+                    headers: message
+                        .headers()
+                        .map(|hs| {
+                            hs.iter()
+                                .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    timestamp: message.timestamp().to_millis(),
+                }),
+            }),
         };
         // A task that already ended has dropped its receiver; nothing to tell it.
         let _ = target.tx.send(Ack {
             record: target.record,
+            bytes: target.bytes,
+            dlq: target.dlq,
             error,
         });
+    }
+}
+
+/// The client refused a record before sending it.
+#[derive(Debug, Clone)]
+pub struct SendError {
+    pub message: String,
+    /// True when the record itself is the problem (e.g. larger than `message.max.bytes`).
+    pub rejects_record: bool,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
     }
 }
 
@@ -100,7 +178,7 @@ impl Producer {
 
     /// Queue a record; its delivery report goes to `target`. Waits (asynchronously) while the
     /// client's local queue is full.
-    pub async fn send(&self, record: Outgoing<'_>, target: AckTarget) -> Result<(), String> {
+    pub async fn send(&self, record: Outgoing<'_>, target: AckTarget) -> Result<(), SendError> {
         let mut base = BaseRecord::with_opaque_to(record.topic, Box::new(target));
         if let Some(p) = record.partition {
             base = base.partition(p);
@@ -124,7 +202,12 @@ impl Producer {
                     base = back;
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 }
-                Err((e, _)) => return Err(format!("cannot send to topic {}: {e}", record.topic)),
+                Err((e, _)) => {
+                    return Err(SendError {
+                        message: format!("cannot send to topic {}: {e}", record.topic),
+                        rejects_record: rejects_record(&e),
+                    });
+                }
             }
         }
     }

@@ -88,6 +88,19 @@ impl SubmittedRecords {
         }
     }
 
+    /// The source partition and offset of a record not yet acknowledged.
+    pub fn position(&self, record: Submitted) -> Option<(String, String)> {
+        let partition = self.partitions.get(record.partition as usize)?;
+        let index = partition
+            .pending
+            .binary_search_by_key(&record.seq, |p| p.seq)
+            .ok()?;
+        Some((
+            partition.name.clone(),
+            partition.pending[index].offset.clone(),
+        ))
+    }
+
     /// Records sent but not acknowledged.
     pub fn in_flight(&self) -> usize {
         self.unacked
@@ -115,6 +128,7 @@ mod tests {
         let a3 = t.submit("A", "3".into());
         assert_eq!(t.in_flight(), 4);
 
+        assert_eq!(t.position(a2), Some(("A".into(), "2".into())));
         t.ack(a3);
         t.ack(b1);
         assert_eq!(t.take_committable(), vec![("B".into(), "1".into())]);

@@ -2,8 +2,11 @@
 //! `source`: poll → convert → produce → acknowledge → commit offsets.
 //! `sink`: consume → convert → put → flush → commit consumer offsets.
 
+pub mod settings;
 pub mod sink;
 pub mod source;
+
+pub use settings::RunnerSettings;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -117,6 +120,8 @@ pub struct TaskMetrics {
     pub records_done: AtomicU64,
     /// How often the task was restarted after a failure.
     pub restarts: AtomicU64,
+    /// Failed records, skipped records and dead-letter writes (kept across restarts).
+    pub errors: std::sync::Arc<crate::errors::ErrorCounts>,
     state: Mutex<TaskState>,
 }
 
@@ -126,6 +131,7 @@ impl Default for TaskMetrics {
             records_in: AtomicU64::new(0),
             records_done: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
+            errors: Default::default(),
             state: Mutex::new(TaskState::Unassigned),
         }
     }
@@ -158,15 +164,6 @@ pub(crate) fn note_topic(topics: &ActiveTopics, topic: &str) {
     if !set.contains(topic) {
         set.insert(topic.to_owned());
     }
-}
-
-/// Settings every runner needs from the worker.
-#[derive(Debug, Clone, Copy)]
-pub struct RunnerSettings {
-    pub flush_interval: Duration,
-    pub source_poll_max_records: u32,
-    pub source_max_in_flight: usize,
-    pub sink_batch_max_records: usize,
 }
 
 /// Exponential backoff for retriable plugin errors: 100 ms doubling up to 10 s.

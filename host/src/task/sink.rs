@@ -2,11 +2,16 @@
 //! batches; a retriable error delivers the same batch again after a backoff. Every
 //! `offset.flush.interval.ms` (and on stop) the plugin's `flush` says which offsets are safe,
 //! and exactly those are committed to the consumer group.
+//!
+//! A record that cannot be converted, is larger than `sandbox.record.max.bytes`, or that `put`
+//! reports as failed goes to the connector's error handling (`errors.*`): it fails the task, or
+//! is skipped and written to the dead-letter queue. Offsets past a skipped record are committed
+//! only after its dead-letter write is acknowledged.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use rdkafka::consumer::{CommitMode, Consumer};
@@ -19,7 +24,11 @@ use super::{
     note_topic,
 };
 use crate::convert::Converter;
+use crate::errors::dlq::FailedRecord;
+use crate::errors::{ErrorReporter, RecordError, Stage};
 use crate::kafka::consumer::{RebalanceEvent, SinkConsumer};
+use crate::kafka::producer::{Ack, AckTarget};
+use crate::offsets::Submitted;
 use crate::sandbox::SinkTaskInstance;
 use crate::sandbox::bindings::types::{Header, SinkRecord, TopicPartition, TopicPartitionOffset};
 
@@ -35,6 +44,53 @@ pub struct SinkRunner {
     pub settings: RunnerSettings,
     pub metrics: Arc<TaskMetrics>,
     pub topics_used: ActiveTopics,
+    /// The plugin's name, for error reports.
+    pub plugin: String,
+    pub errors: ErrorReporter,
+    pub dead_letters: DeadLetters,
+}
+
+/// Dead-letter writes not yet acknowledged; offsets are committed only once they are.
+pub struct DeadLetters {
+    rx: mpsc::UnboundedReceiver<Ack>,
+    outstanding: Outstanding,
+}
+
+/// The sending half: shared by reference while a consumed message is borrowed.
+struct Outstanding {
+    tx: mpsc::UnboundedSender<Ack>,
+    count: AtomicUsize,
+}
+
+impl Default for DeadLetters {
+    fn default() -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Self {
+            rx,
+            outstanding: Outstanding {
+                tx,
+                count: AtomicUsize::new(0),
+            },
+        }
+    }
+}
+
+/// How long a flush waits for dead-letter acknowledgements.
+const DEAD_LETTER_GRACE: Duration = Duration::from_secs(30);
+
+impl Outstanding {
+    fn target(&self) -> AckTarget {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        AckTarget {
+            tx: self.tx.clone(),
+            record: Submitted {
+                partition: 0,
+                seq: 0,
+            },
+            bytes: 0,
+            dlq: false,
+        }
+    }
 }
 
 impl SinkRunner {
@@ -107,32 +163,52 @@ impl SinkRunner {
                 _ = stop.changed() => continue,
             };
             let mut batch = Vec::new();
+            // Where the batch ends per partition, skipped records included.
+            let mut consumed: BTreeMap<(String, i32), i64> = BTreeMap::new();
             let mut next = Some(first);
+            let mut count = 0;
             while let Some(message) = next {
                 match message {
-                    Ok(m) => batch.push(self.convert(&m)?),
+                    Ok(m) => {
+                        count += 1;
+                        let converted = convert(
+                            &m,
+                            (&self.key_converter, &self.value_converter),
+                            self.settings.record_max_bytes,
+                            &self.errors,
+                            &self.dead_letters.outstanding,
+                        )
+                        .await?;
+                        if let Some(record) = converted {
+                            batch.push(record);
+                        }
+                        match consumed.get_mut(&(m.topic().to_owned(), m.partition())) {
+                            Some(end) => *end = m.offset() + 1,
+                            None => {
+                                consumed
+                                    .insert((m.topic().to_owned(), m.partition()), m.offset() + 1);
+                            }
+                        }
+                    }
                     Err(e) => {
                         tracing::warn!(connector = %self.connector, task = self.task, "consumer: {e}")
                     }
                 }
-                if batch.len() >= self.settings.sink_batch_max_records {
+                if count >= self.settings.sink_batch_max_records {
                     break;
                 }
                 next = self.consumer.recv().now_or_never();
             }
-            if batch.is_empty() {
-                continue;
-            }
             self.metrics
                 .records_in
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            self.put(&batch, stop).await?;
-            for record in &batch {
-                positions.insert((record.topic.clone(), record.partition), record.offset + 1);
+                .fetch_add(count as u64, Ordering::Relaxed);
+            if !batch.is_empty() {
+                let written = self.put(&batch, stop).await?;
+                self.metrics
+                    .records_done
+                    .fetch_add(written as u64, Ordering::Relaxed);
             }
-            self.metrics
-                .records_done
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            positions.extend(consumed);
         }
     }
 
@@ -149,27 +225,70 @@ impl SinkRunner {
         }
     }
 
-    /// Hand `batch` to the plugin, repeating it after a backoff while the plugin says retriable.
+    /// Hand `batch` to the plugin, repeating it after a backoff while the plugin says
+    /// retriable. Records `put` reports as failed are retried on their own for up to
+    /// `errors.retry.timeout`, then go to error handling. Returns how many were written.
     async fn put(
         &mut self,
         batch: &[SinkRecord],
         stop: &watch::Receiver<Control>,
-    ) -> Result<(), Failure> {
+    ) -> Result<usize, Failure> {
+        let started = Instant::now();
+        let mut failures = self.put_whole(batch, stop).await?;
+        let mut retry = 0;
+        while !failures.is_empty() {
+            let policy = self.errors.policy();
+            let in_time = policy
+                .retry_timeout
+                .is_none_or(|timeout| started.elapsed() < timeout);
+            if !in_time || control(stop) == Control::Stop {
+                break;
+            }
+            let wait = backoff(retry).min(policy.retry_delay_max);
+            retry += 1;
+            tokio::time::sleep(wait).await;
+            self.errors
+                .counts()
+                .total_retries
+                .fetch_add(1, Ordering::Relaxed);
+            let subset: Vec<SinkRecord> = failures.iter().map(|(i, _)| batch[*i].clone()).collect();
+            failures = self
+                .put_whole(&subset, stop)
+                .await?
+                .into_iter()
+                .map(|(i, message)| (failures[i].0, message))
+                .collect();
+        }
+        for (index, message) in &failures {
+            let record = &batch[*index];
+            let mut error = RecordError::new(
+                Stage::TaskPut,
+                &self.plugin,
+                "RecordFailure",
+                format!("the plugin could not write it: {message}"),
+            );
+            error.restartable = true;
+            let failed = self.failed_record(record);
+            report(&self.errors, &self.dead_letters.outstanding, error, failed).await?;
+        }
+        Ok(batch.len() - failures.len())
+    }
+
+    /// One `put` of `batch`, repeated while the plugin says retriable; the per-record failures
+    /// as (index, message).
+    async fn put_whole(
+        &mut self,
+        batch: &[SinkRecord],
+        stop: &watch::Receiver<Control>,
+    ) -> Result<Vec<(usize, String)>, Failure> {
         let mut attempt = 0;
         loop {
             match self.instance.put(batch).await {
-                Ok(failures) if failures.is_empty() => return Ok(()),
                 Ok(failures) => {
-                    let first = &failures[0];
-                    let record = &batch[first.index as usize];
-                    return Err(Failure::from(format!(
-                        "the plugin could not write {} record(s); first: {}-{} offset {}: {}",
-                        failures.len(),
-                        record.topic,
-                        record.partition,
-                        record.offset,
-                        first.message
-                    )));
+                    return Ok(failures
+                        .into_iter()
+                        .map(|f| (f.index as usize, f.message))
+                        .collect());
                 }
                 Err(e) if e.is_retriable() => {
                     if control(stop) == Control::Stop {
@@ -185,6 +304,56 @@ impl SinkRunner {
                 Err(e) => return Err(Failure::from(e)),
             }
         }
+    }
+
+    /// A consumed record as its dead-letter copy: the bytes as they are in Kafka.
+    fn failed_record(&self, record: &SinkRecord) -> FailedRecord {
+        let bytes = |converter: &Converter,
+                     data: &Option<crate::sandbox::bindings::types::Data>| {
+            converter
+                .to_kafka(data.as_ref())
+                .unwrap_or_else(|_| data.as_ref().map(|d| crate::convert::raw_bytes(d).to_vec()))
+        };
+        FailedRecord {
+            topic: record.topic.clone(),
+            partition: Some(record.partition),
+            offset: Some(record.offset),
+            key: bytes(&self.key_converter, &record.key),
+            value: bytes(&self.value_converter, &record.value),
+            headers: record
+                .headers
+                .iter()
+                .map(|h| (h.key.clone(), h.value.clone()))
+                .collect(),
+            timestamp: record.timestamp,
+            source_position: None,
+        }
+    }
+
+    /// Wait until every dead-letter write so far is acknowledged; a failed one fails the task.
+    async fn settle_dead_letters(&mut self) -> Result<(), Failure> {
+        let deadline = tokio::time::Instant::now() + DEAD_LETTER_GRACE;
+        while self.dead_letters.outstanding.count.load(Ordering::Relaxed) > 0 {
+            tokio::select! {
+                ack = self.dead_letters.rx.recv() => match ack {
+                    Some(ack) => {
+                        self.dead_letters.outstanding.count.fetch_sub(1, Ordering::Relaxed);
+                        if let Some(error) = ack.error {
+                            return Err(self.errors.dlq_failed(&error.message));
+                        }
+                    }
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(deadline) => {
+                    return Err(Failure::from(format!(
+                        "{} dead-letter writes were not acknowledged within {} s",
+                        self.dead_letters.outstanding.count.load(Ordering::Relaxed),
+                        DEAD_LETTER_GRACE.as_secs()
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn on_rebalance(
@@ -241,6 +410,8 @@ impl SinkRunner {
         if positions.is_empty() {
             return Ok(());
         }
+        // Offsets may move past skipped records only once their dead-letter copies are safe.
+        self.settle_dead_letters().await?;
         let offsets: Vec<TopicPartitionOffset> = positions
             .iter()
             .map(|((topic, partition), offset)| TopicPartitionOffset {
@@ -278,27 +449,71 @@ impl SinkRunner {
         }
         Ok(())
     }
+}
 
-    fn convert(&self, m: &BorrowedMessage<'_>) -> Result<SinkRecord, Failure> {
-        let at = || format!("{}-{} offset {}", m.topic(), m.partition(), m.offset());
-        let key = self.key_converter.from_kafka(m.key()).map_err(|e| {
-            Failure::fatal(format!("record {}: the key converter failed: {e}", at()))
-        })?;
-        let value = self.value_converter.from_kafka(m.payload()).map_err(|e| {
-            Failure::fatal(format!("record {}: the value converter failed: {e}", at()))
-        })?;
-        let headers = m
-            .headers()
-            .map(|hs| {
-                hs.iter()
-                    .map(|h| Header {
-                        key: h.key.to_owned(),
-                        value: h.value.map(<[u8]>::to_vec),
-                    })
-                    .collect()
+/// The plugin's view of a consumed message; `None` when it failed and error handling
+/// skipped it.
+async fn convert(
+    m: &BorrowedMessage<'_>,
+    (key_converter, value_converter): (&Converter, &Converter),
+    record_max_bytes: usize,
+    errors: &ErrorReporter,
+    dead_letters: &Outstanding,
+) -> Result<Option<SinkRecord>, Failure> {
+    let headers: Vec<Header> = m
+        .headers()
+        .map(|hs| {
+            hs.iter()
+                .map(|h| Header {
+                    key: h.key.to_owned(),
+                    value: h.value.map(<[u8]>::to_vec),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let size = m.key().map_or(0, <[u8]>::len)
+        + m.payload().map_or(0, <[u8]>::len)
+        + headers
+            .iter()
+            .map(|h| h.key.len() + h.value.as_ref().map_or(0, Vec::len))
+            .sum::<usize>();
+    let outcome = if size > record_max_bytes {
+        Err(RecordError::new(
+            Stage::KafkaConsume,
+            "consumer",
+            "RecordTooLarge",
+            format!(
+                "the record is {size} bytes, over the limit of {} bytes (sandbox.record.max.bytes)",
+                record_max_bytes
+            ),
+        ))
+    } else {
+        key_converter
+            .from_kafka(m.key())
+            .map_err(|e| {
+                RecordError::new(
+                    Stage::KeyConverter,
+                    key_converter.name(),
+                    "ConversionError",
+                    format!("the key converter failed: {e}"),
+                )
             })
-            .unwrap_or_default();
-        Ok(SinkRecord {
+            .and_then(|key| {
+                value_converter
+                    .from_kafka(m.payload())
+                    .map(|value| (key, value))
+                    .map_err(|e| {
+                        RecordError::new(
+                            Stage::ValueConverter,
+                            value_converter.name(),
+                            "ConversionError",
+                            format!("the value converter failed: {e}"),
+                        )
+                    })
+            })
+    };
+    match outcome {
+        Ok((key, value)) => Ok(Some(SinkRecord {
             topic: m.topic().to_owned(),
             partition: m.partition(),
             offset: m.offset(),
@@ -306,6 +521,35 @@ impl SinkRunner {
             value,
             headers,
             timestamp: m.timestamp().to_millis(),
-        })
+        })),
+        Err(error) => {
+            let failed = FailedRecord {
+                topic: m.topic().to_owned(),
+                partition: Some(m.partition()),
+                offset: Some(m.offset()),
+                key: m.key().map(<[u8]>::to_vec),
+                value: m.payload().map(<[u8]>::to_vec),
+                headers: headers.into_iter().map(|h| (h.key, h.value)).collect(),
+                timestamp: m.timestamp().to_millis(),
+                source_position: None,
+            };
+            report(errors, dead_letters, error, failed).await?;
+            Ok(None)
+        }
     }
+}
+
+/// Hand a failed record to error handling.
+async fn report(
+    errors: &ErrorReporter,
+    dead_letters: &Outstanding,
+    error: RecordError,
+    failed: FailedRecord,
+) -> Result<(), Failure> {
+    let outcome = errors.report(error, failed, dead_letters.target()).await;
+    if outcome.is_err() {
+        // Nothing was queued, so no acknowledgement will come.
+        dead_letters.count.fetch_sub(1, Ordering::Relaxed);
+    }
+    outcome.map(drop)
 }

@@ -2,7 +2,11 @@
 //! producer; acknowledgements come back on the task's channel and advance the committable
 //! offsets; every `offset.flush.interval.ms` (and on stop) those offsets are written to the
 //! offset store and then passed to the plugin's `commit`. At most `source.max.in.flight.records`
-//! records are unacknowledged at a time, so a fast plugin meets back-pressure.
+//! records (and `source.max.in.flight.bytes` bytes) are unacknowledged at a time, so a fast
+//! plugin meets back-pressure, and a task whose cluster is unreachable stops polling.
+//! A record that is too large, cannot be converted or that Kafka rejects goes to the
+//! connector's error handling (`errors.*`): it fails the task, or is skipped (and written to
+//! the dead-letter queue) with its offset committed only once that is done.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -15,8 +19,10 @@ use super::{
     ActiveTopics, Control, Failure, RunnerSettings, TaskMetrics, TaskState, backoff, control,
     note_topic,
 };
-use crate::convert::Converter;
-use crate::kafka::producer::{Ack, AckTarget, Outgoing, Producer};
+use crate::convert::{Converter, raw_bytes};
+use crate::errors::dlq::FailedRecord;
+use crate::errors::{ErrorReporter, RecordError, Stage};
+use crate::kafka::producer::{Ack, AckTarget, DeliveryError, Outgoing, Producer};
 use crate::kafka::topics::TopicCreator;
 use crate::offsets::{FileOffsetStore, SubmittedRecords};
 use crate::sandbox::SourceTaskInstance;
@@ -40,6 +46,23 @@ pub struct SourceRunner {
     pub settings: RunnerSettings,
     pub metrics: Arc<TaskMetrics>,
     pub topics_used: ActiveTopics,
+    /// The plugin's name, for error reports.
+    pub plugin: String,
+    pub errors: ErrorReporter,
+}
+
+/// Bytes a record carries across the boundary (key, value, headers).
+fn record_size(record: &SourceRecord) -> usize {
+    let data = |d: &Option<crate::sandbox::bindings::types::Data>| {
+        d.as_ref().map_or(0, |d| raw_bytes(d).len())
+    };
+    data(&record.key)
+        + data(&record.value)
+        + record
+            .headers
+            .iter()
+            .map(|h| h.key.len() + h.value.as_ref().map_or(0, Vec::len))
+            .sum::<usize>()
 }
 
 /// The source partition in canonical JSON (keys sorted, no whitespace), so partitions compare
@@ -67,6 +90,8 @@ struct Loop {
     acks: mpsc::UnboundedReceiver<Ack>,
     /// The first delivery failure, which fails the task.
     delivery_error: Option<Failure>,
+    /// Bytes sent and not yet acknowledged.
+    in_flight_bytes: usize,
     /// The last source partition text seen and its canonical form.
     last_partition: Option<(String, String)>,
 }
@@ -80,6 +105,7 @@ impl SourceRunner {
             acks_tx,
             acks,
             delivery_error: None,
+            in_flight_bytes: 0,
             last_partition: None,
         };
         let outcome = self.poll_loop(&mut state, &mut stop).await;
@@ -107,7 +133,7 @@ impl SourceRunner {
         let mut idle = Duration::from_millis(1);
         let mut retries = 0;
         loop {
-            self.take_acks(state);
+            self.take_acks(state).await;
             if let Some(e) = &state.delivery_error {
                 return Err(e.clone());
             }
@@ -121,7 +147,7 @@ impl SourceRunner {
                     // No polling; acknowledgements and offset flushes go on.
                     self.metrics.set_state(TaskState::Paused);
                     tokio::select! {
-                        ack = state.acks.recv() => if let Some(ack) = ack { self.on_ack(state, ack) },
+                        ack = state.acks.recv() => if let Some(ack) = ack { self.on_ack(state, ack).await },
                         _ = tokio::time::sleep(self.settings.flush_interval) => {}
                         _ = stop.changed() => {}
                     }
@@ -133,10 +159,11 @@ impl SourceRunner {
                 .settings
                 .source_max_in_flight
                 .saturating_sub(state.tracker.in_flight());
-            if room == 0 {
-                // Back-pressure: wait for Kafka to acknowledge something.
+            if room == 0 || state.in_flight_bytes >= self.settings.source_max_in_flight_bytes {
+                // Back-pressure: wait for Kafka to acknowledge something. While the cluster is
+                // unreachable this is where the task waits, polling nothing.
                 tokio::select! {
-                    ack = state.acks.recv() => if let Some(ack) = ack { self.on_ack(state, ack) },
+                    ack = state.acks.recv() => if let Some(ack) = ack { self.on_ack(state, ack).await },
                     _ = tokio::time::sleep(self.settings.flush_interval) => {}
                     _ = stop.changed() => {}
                 }
@@ -183,84 +210,185 @@ impl SourceRunner {
         record: SourceRecord,
         default_topic: Option<&str>,
     ) -> Result<(), Failure> {
-        let describe = || {
-            format!(
-                "record {index} of the batch (source partition {}, offset {})",
-                record.source_partition, record.source_offset
-            )
-        };
         let topic = record.topic.as_deref().or(default_topic).ok_or_else(|| {
             format!(
-                "{}: it names no topic and the connector config has no `topic`",
-                describe()
+                "record {index} of the batch (source partition {}, offset {}): it names no topic and the connector config has no `topic`",
+                record.source_partition, record.source_offset
             )
         })?;
         self.topics.ensure(topic, &self.config).await?;
         note_topic(&self.topics_used, topic);
-        let key = self
-            .key_converter
-            .to_kafka(record.key.as_ref())
-            .map_err(|e| {
-                Failure::fatal(format!("{}: the key converter failed: {e}", describe()))
-            })?;
-        let value = self
-            .value_converter
-            .to_kafka(record.value.as_ref())
-            .map_err(|e| {
-                Failure::fatal(format!("{}: the value converter failed: {e}", describe()))
-            })?;
-        let headers = (!record.headers.is_empty()).then(|| {
-            record.headers.iter().fold(
-                OwnedHeaders::new_with_capacity(record.headers.len()),
-                |h, header| {
+        let (partition, offset) = canonical_position(state, &record).map_err(|e| {
+            Failure::from(format!(
+                "record {index} of the batch (source partition {}, offset {}): {e}",
+                record.source_partition, record.source_offset
+            ))
+        })?;
+        let bytes = record_size(&record);
+        let submitted = state.tracker.submit(&partition, offset.clone());
+        state.in_flight_bytes += bytes;
+        let target = || AckTarget {
+            tx: state.acks_tx.clone(),
+            record: submitted,
+            bytes,
+            dlq: false,
+        };
+        let headers: Vec<(String, Option<Vec<u8>>)> = record
+            .headers
+            .iter()
+            .map(|h| (h.key.clone(), h.value.clone()))
+            .collect();
+        // What a dead-letter record carries when conversion did not get that far.
+        let raw = |error: RecordError| {
+            let record = FailedRecord {
+                topic: topic.to_owned(),
+                key: record.key.as_ref().map(|d| raw_bytes(d).to_vec()),
+                value: record.value.as_ref().map(|d| raw_bytes(d).to_vec()),
+                headers: headers.clone(),
+                timestamp: record.timestamp,
+                source_position: Some((partition.clone(), offset.clone())),
+                ..Default::default()
+            };
+            (error, record)
+        };
+        if bytes > self.settings.record_max_bytes {
+            let (error, failed) = raw(RecordError::new(
+                Stage::TaskPoll,
+                &self.plugin,
+                "RecordTooLarge",
+                format!(
+                    "the record is {bytes} bytes, over the limit of {} bytes (sandbox.record.max.bytes)",
+                    self.settings.record_max_bytes
+                ),
+            ));
+            return self.errors.report(error, failed, target()).await.map(drop);
+        }
+        let key = match self.key_converter.to_kafka(record.key.as_ref()) {
+            Ok(key) => key,
+            Err(e) => {
+                let (error, failed) = raw(RecordError::new(
+                    Stage::KeyConverter,
+                    self.key_converter.name(),
+                    "ConversionError",
+                    format!("the key converter failed: {e}"),
+                ));
+                return self.errors.report(error, failed, target()).await.map(drop);
+            }
+        };
+        let value = match self.value_converter.to_kafka(record.value.as_ref()) {
+            Ok(value) => value,
+            Err(e) => {
+                let (error, failed) = raw(RecordError::new(
+                    Stage::ValueConverter,
+                    self.value_converter.name(),
+                    "ConversionError",
+                    format!("the value converter failed: {e}"),
+                ));
+                return self.errors.report(error, failed, target()).await.map(drop);
+            }
+        };
+        let owned_headers = (!headers.is_empty()).then(|| {
+            headers.iter().fold(
+                OwnedHeaders::new_with_capacity(headers.len()),
+                |h, (key, value)| {
                     h.insert(Header {
-                        key: &header.key,
-                        value: header.value.as_deref(),
+                        key,
+                        value: value.as_deref(),
                     })
                 },
             )
         });
-        let (partition, offset) = canonical_position(state, &record)
-            .map_err(|e| Failure::from(format!("{}: {e}", describe())))?;
-        let submitted = state.tracker.submit(&partition, offset);
-        let target = AckTarget {
-            tx: state.acks_tx.clone(),
-            record: submitted,
-        };
-        self.producer
+        let sent = self
+            .producer
             .send(
                 Outgoing {
                     topic,
                     partition: record.partition,
                     key: key.as_deref(),
                     value: value.as_deref(),
-                    headers,
+                    headers: owned_headers,
                     timestamp: record.timestamp,
                 },
-                target,
+                target(),
             )
-            .await
-            .map_err(Failure::from)
-    }
-
-    fn take_acks(&self, state: &mut Loop) {
-        while let Ok(ack) = state.acks.try_recv() {
-            self.on_ack(state, ack);
+            .await;
+        match sent {
+            Ok(()) => Ok(()),
+            Err(e) if e.rejects_record => {
+                let error =
+                    RecordError::new(Stage::KafkaProduce, "producer", "RecordRejected", e.message);
+                let failed = FailedRecord {
+                    topic: topic.to_owned(),
+                    key,
+                    value,
+                    headers,
+                    timestamp: record.timestamp,
+                    source_position: Some((partition, offset)),
+                    ..Default::default()
+                };
+                self.errors.report(error, failed, target()).await.map(drop)
+            }
+            Err(e) => Err(Failure::from(e.message)),
         }
     }
 
-    fn on_ack(&self, state: &mut Loop, ack: Ack) {
-        match ack.error {
+    async fn take_acks(&mut self, state: &mut Loop) {
+        while let Ok(ack) = state.acks.try_recv() {
+            self.on_ack(state, ack).await;
+        }
+    }
+
+    async fn on_ack(&mut self, state: &mut Loop, ack: Ack) {
+        state.in_flight_bytes = state.in_flight_bytes.saturating_sub(ack.bytes);
+        let failure = match ack.error {
             None => {
                 state.tracker.ack(ack.record);
-                self.metrics.records_done.fetch_add(1, Ordering::Relaxed);
+                // Skipped records (and their dead-letter copies) are not records done.
+                if !ack.dlq {
+                    self.metrics.records_done.fetch_add(1, Ordering::Relaxed);
+                }
+                return;
             }
-            Some(error) => {
-                if state.delivery_error.is_none() {
-                    state.delivery_error =
-                        Some(Failure::from(format!("Kafka rejected a record: {error}")));
+            Some(error) if ack.dlq => self.errors.dlq_failed(&error.message),
+            Some(DeliveryError {
+                message,
+                rejected: Some(returned),
+            }) => {
+                // Kafka refused this record itself (e.g. too large for the topic): that is a
+                // record error, which the connector may tolerate.
+                let error = RecordError::new(
+                    Stage::KafkaProduce,
+                    "producer",
+                    "RecordRejected",
+                    format!("Kafka rejected the record: {message}"),
+                );
+                let failed = FailedRecord {
+                    topic: returned.topic,
+                    key: returned.key,
+                    value: returned.value,
+                    headers: returned.headers,
+                    timestamp: returned.timestamp,
+                    source_position: state.tracker.position(ack.record),
+                    ..Default::default()
+                };
+                let target = AckTarget {
+                    tx: state.acks_tx.clone(),
+                    record: ack.record,
+                    bytes: 0,
+                    dlq: false,
+                };
+                match self.errors.report(error, failed, target).await {
+                    Ok(_) => return,
+                    Err(failure) => failure,
                 }
             }
+            Some(error) => Failure::from(format!(
+                "Kafka did not acknowledge a record: {}",
+                error.message
+            )),
+        };
+        if state.delivery_error.is_none() {
+            state.delivery_error = Some(failure);
         }
     }
 
@@ -270,7 +398,7 @@ impl SourceRunner {
         while state.tracker.in_flight() > 0 && state.delivery_error.is_none() {
             tokio::select! {
                 ack = state.acks.recv() => match ack {
-                    Some(ack) => self.on_ack(state, ack),
+                    Some(ack) => self.on_ack(state, ack).await,
                     None => break,
                 },
                 _ = tokio::time::sleep_until(deadline) => {
@@ -283,7 +411,7 @@ impl SourceRunner {
 
     /// Persist the committable offsets, then tell the plugin.
     async fn flush(&mut self, state: &mut Loop) -> Result<(), Failure> {
-        self.take_acks(state);
+        self.take_acks(state).await;
         let committable = state.tracker.take_committable();
         if committable.is_empty() {
             return Ok(());

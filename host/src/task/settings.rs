@@ -1,0 +1,104 @@
+//! The limits and batch sizes a task runs with: worker-wide defaults (worker config) that a
+//! connector config may override key by key. Together with the sandbox's memory and CPU limits
+//! they bound what one task can cost the worker (see SECURITY.md for the table).
+
+use std::time::Duration;
+
+/// Most records asked of a source task per `poll`.
+pub const POLL_MAX_RECORDS: &str = "source.poll.max.records";
+/// Most records a source task may have sent but not yet had acknowledged.
+pub const MAX_IN_FLIGHT_RECORDS: &str = "source.max.in.flight.records";
+/// Most bytes (keys, values, headers) a source task may have sent but not yet had acknowledged.
+pub const MAX_IN_FLIGHT_BYTES: &str = "source.max.in.flight.bytes";
+/// Most records handed to a sink task per `put`.
+pub const SINK_BATCH_MAX_RECORDS: &str = "sink.batch.max.records";
+/// Largest record (key + value + headers) allowed across the plugin boundary either way.
+pub const RECORD_MAX_BYTES: &str = "sandbox.record.max.bytes";
+
+/// The keys a connector may override, for config checks and docs.
+pub const OVERRIDABLE: &[&str] = &[
+    POLL_MAX_RECORDS,
+    MAX_IN_FLIGHT_RECORDS,
+    MAX_IN_FLIGHT_BYTES,
+    SINK_BATCH_MAX_RECORDS,
+    RECORD_MAX_BYTES,
+];
+
+/// Settings every runner needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunnerSettings {
+    /// How often offsets are flushed (worker-wide, `offset.flush.interval.ms`).
+    pub flush_interval: Duration,
+    pub source_poll_max_records: u32,
+    pub source_max_in_flight: usize,
+    pub source_max_in_flight_bytes: usize,
+    pub sink_batch_max_records: usize,
+    pub record_max_bytes: usize,
+}
+
+impl Default for RunnerSettings {
+    fn default() -> Self {
+        Self {
+            flush_interval: Duration::from_secs(10),
+            source_poll_max_records: 2000,
+            source_max_in_flight: 20_000,
+            source_max_in_flight_bytes: 64 * 1024 * 1024,
+            sink_batch_max_records: 2000,
+            record_max_bytes: 8 * 1024 * 1024,
+        }
+    }
+}
+
+impl RunnerSettings {
+    /// These settings with the overrides in `config`; an error names the key and the value.
+    pub fn with_overrides(self, config: &[(String, String)]) -> Result<Self, String> {
+        let mut settings = self;
+        for (key, value) in config {
+            if !OVERRIDABLE.contains(&key.as_str()) {
+                continue;
+            }
+            let n = value
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|v| *v > 0)
+                .ok_or_else(|| format!("{key}: must be a positive integer, got {value:?}"))?;
+            let size = usize::try_from(n).unwrap_or(usize::MAX);
+            match key.as_str() {
+                POLL_MAX_RECORDS => {
+                    settings.source_poll_max_records = n.min(u32::MAX.into()) as u32
+                }
+                MAX_IN_FLIGHT_RECORDS => settings.source_max_in_flight = size,
+                MAX_IN_FLIGHT_BYTES => settings.source_max_in_flight_bytes = size,
+                SINK_BATCH_MAX_RECORDS => settings.sink_batch_max_records = size,
+                RECORD_MAX_BYTES => settings.record_max_bytes = size,
+                _ => {}
+            }
+        }
+        Ok(settings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_apply_and_bad_values_name_the_key() {
+        let config = vec![
+            (RECORD_MAX_BYTES.to_owned(), "1024".to_owned()),
+            (POLL_MAX_RECORDS.to_owned(), "7".to_owned()),
+            ("unrelated".to_owned(), "x".to_owned()),
+        ];
+        let s = RunnerSettings::default().with_overrides(&config).unwrap();
+        assert_eq!((s.record_max_bytes, s.source_poll_max_records), (1024, 7));
+        assert_eq!(s.sink_batch_max_records, 2000);
+        let err = RunnerSettings::default()
+            .with_overrides(&[(MAX_IN_FLIGHT_BYTES.to_owned(), "0".to_owned())])
+            .unwrap_err();
+        assert!(
+            err.starts_with(MAX_IN_FLIGHT_BYTES) && err.contains("\"0\""),
+            "{err}"
+        );
+    }
+}
