@@ -235,6 +235,16 @@ async fn every_endpoint_over_http_with_its_error_cases() {
         .call(Method::GET, "/connectors/src/tasks/9/status", None)
         .await;
     assert_error(status, &body, StatusCode::NOT_FOUND, "Task src-9 not found");
+    let (_, metrics) = api
+        .call(Method::GET, "/connectors/src/tasks/1/metrics", None)
+        .await;
+    assert_eq!(metrics["state"], "RUNNING", "{metrics}");
+    assert_eq!(metrics["errors"]["total_record_errors"], 0, "{metrics}");
+    assert!(metrics["records_in"].is_u64(), "{metrics}");
+    let (status, body) = api
+        .call(Method::GET, "/connectors/src/tasks/9/metrics", None)
+        .await;
+    assert_error(status, &body, StatusCode::NOT_FOUND, "Task src-9 not found");
     let (status, body) = api.call(Method::GET, "/connectors/ghost", None).await;
     assert_error(
         status,

@@ -8,6 +8,8 @@ pub const FS_WRITE: &str = "sandbox.fs.write";
 pub const MEMORY_MAX_BYTES: &str = "sandbox.memory.max.bytes";
 /// Per-connector override of the CPU deadline of one plugin call, in milliseconds.
 pub const CALL_TIMEOUT_MS: &str = "sandbox.call.timeout.ms";
+/// Per-connector override of how many output lines a plugin instance may log per second.
+pub const LOG_LINES_PER_SECOND: &str = "sandbox.log.lines.per.second";
 /// The connector's name.
 pub const NAME: &str = "name";
 /// The plugin that implements the connector (its spec name).

@@ -62,6 +62,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "Default CPU time limit of one call into a plugin.",
     ),
     (
+        "sandbox.log.lines.per.second",
+        "100",
+        "Default output lines (stdout, stderr, log) a plugin instance may write per second.",
+    ),
+    (
         "source.poll.max.records",
         "2000",
         "Most records asked of a source task per poll.",

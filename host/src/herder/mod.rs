@@ -75,6 +75,20 @@ pub(crate) struct Shared {
     pub offsets: Arc<FileOffsetStore>,
 }
 
+/// A task's counters, as `GET /connectors/{name}/tasks/{id}/metrics` shows them.
+#[derive(Debug, serde::Serialize)]
+pub struct TaskMetricsView {
+    pub id: u32,
+    pub state: &'static str,
+    /// Records the task produced (source) or consumed (sink).
+    pub records_in: u64,
+    /// Records Kafka acknowledged (source) or the plugin wrote (sink).
+    pub records_done: u64,
+    pub restarts: u64,
+    /// Record errors (Kafka Connect's task error metrics).
+    pub errors: Arc<crate::errors::ErrorCounts>,
+}
+
 /// One connector as the herder keeps it.
 struct Entry {
     config: ConnectorConfig,
@@ -357,6 +371,27 @@ impl Herder {
             .into_iter()
             .find(|t| t.id == id)
             .ok_or_else(|| HerderError::NotFound(format!("Task {name}-{id} not found")))
+    }
+
+    /// `GET /connectors/{name}/tasks/{id}/metrics`: the task's record and error counters
+    /// (wasm-connect's own endpoint; Kafka Connect exposes these over JMX).
+    pub async fn task_metrics(&self, name: &str, id: u32) -> Result<TaskMetricsView, HerderError> {
+        let connectors = self.connectors.lock().await;
+        let entry = connectors.get(name).ok_or_else(|| not_found(name))?;
+        let task = entry
+            .tasks
+            .get(id as usize)
+            .ok_or_else(|| HerderError::NotFound(format!("Task {name}-{id} not found")))?;
+        let m = &task.metrics;
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        Ok(TaskMetricsView {
+            id,
+            state: m.state().name(),
+            records_in: load(&m.records_in),
+            records_done: load(&m.records_done),
+            restarts: load(&m.restarts),
+            errors: Arc::clone(&m.errors),
+        })
     }
 
     /// Pause: tasks stop moving data but keep their instances and offsets.

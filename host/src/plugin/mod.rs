@@ -167,7 +167,7 @@ fn check_spec(spec: &PluginSpec, world: World) -> Result<(), String> {
     // default for sandbox.fs.write would otherwise grant the plugin a directory).
     if let Some(key) = spec.config.iter().find(|k| is_reserved(&k.name)) {
         return Err(format!(
-            "its spec() defines the config key {}, which the worker reserves; plugins may not define name, connector.class, tasks.max, connector.plugin.version, sandbox.*, task.restart.*, key/value converter or topic.creation.* keys",
+            "its spec() defines the config key {}, which the worker reserves; plugins may not define name, connector.class, tasks.max, connector.plugin.version, sandbox.*, task.restart.*, errors.*, key/value converter, topic.creation.* or batch and in-flight limit keys",
             key.name
         ));
     }
@@ -179,13 +179,15 @@ fn is_reserved(key: &str) -> bool {
     matches!(
         key,
         "name" | "connector.class" | "tasks.max" | "connector.plugin.version"
-    ) || [
-        "sandbox.",
-        "task.restart.",
-        "key.converter",
-        "value.converter",
-        "topic.creation.",
-    ]
-    .iter()
-    .any(|p| key.starts_with(p))
+    ) || crate::task::settings::OVERRIDABLE.contains(&key)
+        || [
+            "sandbox.",
+            "task.restart.",
+            "errors.",
+            "key.converter",
+            "value.converter",
+            "topic.creation.",
+        ]
+        .iter()
+        .any(|p| key.starts_with(p))
 }

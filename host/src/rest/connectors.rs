@@ -248,6 +248,15 @@ pub async fn task_status(
     )))
 }
 
+pub async fn task_metrics(
+    State(herder): S,
+    Path((name, task)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(json!(
+        herder.task_metrics(&name, task_id(&task)?).await?
+    )))
+}
+
 pub async fn restart_task(
     State(herder): S,
     Path((name, task)): Path<(String, String)>,

@@ -36,6 +36,7 @@ pub const ENDPOINTS: &[(&str, &str)] = &[
     ("PUT", "/connectors/{name}/stop"),
     ("GET", "/connectors/{name}/tasks"),
     ("GET", "/connectors/{name}/tasks/{task}/status"),
+    ("GET", "/connectors/{name}/tasks/{task}/metrics"),
     ("POST", "/connectors/{name}/tasks/{task}/restart"),
     ("GET", "/connectors/{name}/offsets"),
     ("PATCH", "/connectors/{name}/offsets"),
@@ -75,6 +76,10 @@ pub fn router(herder: Arc<Herder>, credentials: Arc<auth::Credentials>) -> Route
         .route(
             "/connectors/{name}/tasks/{task}/status",
             get(c::task_status),
+        )
+        .route(
+            "/connectors/{name}/tasks/{task}/metrics",
+            get(c::task_metrics),
         )
         .route(
             "/connectors/{name}/tasks/{task}/restart",

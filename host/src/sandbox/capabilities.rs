@@ -65,16 +65,22 @@ impl Grants {
     }
 
     /// Build the WASI context of one instance: these directories, logging stdio, nothing else.
-    pub(crate) fn wasi_ctx(&self, tags: &Tags) -> wasmtime::Result<WasiCtx> {
+    pub(crate) fn wasi_ctx(
+        &self,
+        tags: &Tags,
+        budget: &std::sync::Arc<super::stdio::LogBudget>,
+    ) -> wasmtime::Result<WasiCtx> {
         let mut builder = WasiCtxBuilder::new();
         builder
             .stdout(LogStream {
                 tags: tags.clone(),
                 stream: Stream::Stdout,
+                budget: budget.clone(),
             })
             .stderr(LogStream {
                 tags: tags.clone(),
                 stream: Stream::Stderr,
+                budget: budget.clone(),
             })
             .allow_tcp(false)
             .allow_udp(false)

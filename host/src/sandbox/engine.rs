@@ -97,8 +97,10 @@ impl Sandbox {
 
     /// A fresh store for one instance, with its limits, capabilities and deadline handling.
     pub(crate) fn store(&self, ctx: &InstanceContext) -> wasmtime::Result<Store<HostState>> {
+        let log_budget = super::stdio::LogBudget::new(ctx.limits.log_lines_per_second);
         let state = HostState {
-            wasi: ctx.grants.wasi_ctx(&ctx.tags)?,
+            wasi: ctx.grants.wasi_ctx(&ctx.tags, &log_budget)?,
+            log_budget,
             table: wasmtime::component::ResourceTable::new(),
             meter: Meter::new(ctx.limits),
             tags: ctx.tags.clone(),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::config_keys::{CALL_TIMEOUT_MS, MEMORY_MAX_BYTES};
+use crate::config_keys::{CALL_TIMEOUT_MS, LOG_LINES_PER_SECOND, MEMORY_MAX_BYTES};
 
 /// How often the engine's epoch advances; the granularity of call deadlines.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -15,6 +15,8 @@ pub struct Limits {
     pub memory_bytes: usize,
     /// Maximum guest CPU time of one call into the plugin.
     pub call_timeout: Duration,
+    /// Lines of output (stdout, stderr, `log`) the instance may write per second.
+    pub log_lines_per_second: u32,
 }
 
 impl Default for Limits {
@@ -22,13 +24,15 @@ impl Default for Limits {
         Self {
             memory_bytes: 256 * 1024 * 1024,
             call_timeout: Duration::from_secs(10),
+            log_lines_per_second: 100,
         }
     }
 }
 
 impl Limits {
     /// These limits with the overrides a connector config makes (`sandbox.memory.max.bytes`,
-    /// `sandbox.call.timeout.ms`); an error names the key and the bad value.
+    /// `sandbox.call.timeout.ms`, `sandbox.log.lines.per.second`); an error names the key and
+    /// the bad value.
     pub fn with_overrides(self, config: &[(String, String)]) -> Result<Self, String> {
         let mut limits = self;
         for (key, value) in config {
@@ -45,6 +49,9 @@ impl Limits {
                     limits.memory_bytes = usize::try_from(parse()?).unwrap_or(usize::MAX)
                 }
                 CALL_TIMEOUT_MS => limits.call_timeout = Duration::from_millis(parse()?),
+                LOG_LINES_PER_SECOND => {
+                    limits.log_lines_per_second = parse()?.min(u64::from(u32::MAX)) as u32
+                }
                 _ => {}
             }
         }

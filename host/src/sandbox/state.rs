@@ -53,6 +53,8 @@ pub struct HostState {
     pub(crate) tags: Tags,
     pub(crate) offsets: Arc<dyn OffsetReader>,
     pub(crate) reconfigure: Arc<Notify>,
+    /// Shared with stdout and stderr.
+    pub(crate) log_budget: Arc<super::stdio::LogBudget>,
 }
 
 impl WasiView for HostState {
@@ -66,6 +68,9 @@ impl WasiView for HostState {
 
 impl log::Host for HostState {
     fn log(&mut self, level: log::Level, message: String) {
+        if !self.log_budget.admit_line(&self.tags) {
+            return;
+        }
         let (connector, task) = (&self.tags.connector, self.tags.task_label());
         match level {
             log::Level::Trace => {

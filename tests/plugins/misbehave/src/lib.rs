@@ -1,21 +1,68 @@
-//! Test plugin: a source task whose `poll` misbehaves in the way `mode` says, to show the
-//! sandbox contains it. Modes: `log` (logs and prints, then returns nothing), `spin` (never
-//! returns), `alloc` (allocates until memory runs out), `panic` (traps).
+//! Test plugin: a source task that misbehaves in the way `mode` says, to show the sandbox and
+//! the error handling contain it. Modes:
+//! - `log`: logs and prints, then returns nothing.
+//! - `spin`: never returns. `alloc`: allocates until memory runs out. `recurse`: recurses until
+//!   the stack overflows. `panic`: traps. `flood`: prints to stdout in a tight loop.
+//! - `oversized`: returns a record of `size` bytes. `too-many`: returns one record more than
+//!   asked for.
+//! - `read`: reads the file `path` and returns its content as a record (so a test can check
+//!   nothing leaked); fails fatally with the I/O error when the sandbox refuses.
+//! - `connect`: opens a TCP connection to `address`; fails fatally with the error.
+//! - `poison`: returns records 0..`count` (JSON `{"seq": n}`), except that the indices in
+//!   `bad.json` carry invalid JSON and those in `big` a text value of `size` bytes.
 
 use wasm_connect_sdk::{
-    Config, ConfigDef, ConfigType, Connector, Result, SourceConnector, SourceRecord, SourceTask,
-    Spec, export_source_connector, log,
+    Config, ConfigDef, ConfigType, Connector, Data, Error, Result, SourceConnector, SourceRecord,
+    SourceTask, Spec, export_source_connector, json, log, read_offsets,
 };
 
 pub struct Misbehave;
 
+const MODES: &[&str] = &[
+    "log",
+    "spin",
+    "alloc",
+    "recurse",
+    "panic",
+    "flood",
+    "oversized",
+    "too-many",
+    "read",
+    "connect",
+    "poison",
+];
+
 impl Connector for Misbehave {
     fn spec() -> Spec {
-        Spec::new("misbehave", "0.1.0", "Misbehaves on purpose").config(
-            ConfigDef::new("mode", ConfigType::String, "How to misbehave in poll.")
-                .allowed(&["log", "spin", "alloc", "panic"])
-                .required(),
-        )
+        Spec::new("misbehave", "0.1.0", "Misbehaves on purpose")
+            .config(
+                ConfigDef::new("mode", ConfigType::String, "How to misbehave in poll.")
+                    .allowed(MODES)
+                    .required(),
+            )
+            .config(
+                ConfigDef::new("topic", ConfigType::String, "Topic of returned records.")
+                    .default("misbehave"),
+            )
+            .config(ConfigDef::new("size", ConfigType::Int, "Size of big records.").default(4096))
+            .config(
+                ConfigDef::new("path", ConfigType::String, "File to read (mode read).").default(""),
+            )
+            .config(
+                ConfigDef::new("address", ConfigType::String, "host:port (mode connect).")
+                    .default("127.0.0.1:19092"),
+            )
+            .config(
+                ConfigDef::new("count", ConfigType::Long, "Records (mode poison).").default(100),
+            )
+            .config(
+                ConfigDef::new("bad.json", ConfigType::List, "Indices with invalid JSON.")
+                    .default(""),
+            )
+            .config(
+                ConfigDef::new("big", ConfigType::List, "Indices with `size`-byte values.")
+                    .default(""),
+            )
     }
 }
 
@@ -25,16 +72,51 @@ impl SourceConnector for Misbehave {
 
 pub struct Task {
     mode: String,
+    topic: String,
+    size: usize,
+    path: String,
+    address: String,
+    count: u64,
+    next: u64,
+    bad_json: Vec<u64>,
+    big: Vec<u64>,
 }
+
+fn indices(config: &Config, key: &str) -> Vec<u64> {
+    config
+        .list(key)
+        .iter()
+        .filter_map(|i| i.trim().parse().ok())
+        .collect()
+}
+
+const PARTITION: &str = "misbehave";
 
 impl SourceTask for Task {
     fn create(config: Config) -> Result<Self> {
+        let next = read_offsets(&[json!(PARTITION)])
+            .into_iter()
+            .next()
+            .flatten()
+            .and_then(|o| o.as_u64())
+            .map_or(0, |last| last + 1);
         Ok(Task {
             mode: config.string("mode")?,
+            topic: config.string_or("topic", "misbehave"),
+            size: config.parse_or("size", 4096)?,
+            path: config.string_or("path", ""),
+            address: config.string_or("address", "127.0.0.1:19092"),
+            count: config.parse_or("count", 100)?,
+            next,
+            bad_json: indices(&config, "bad.json"),
+            big: indices(&config, "big"),
         })
     }
 
-    fn poll(&mut self, _max_records: u32) -> Result<Vec<SourceRecord>> {
+    fn poll(&mut self, max_records: u32) -> Result<Vec<SourceRecord>> {
+        let record = |offset: u64, data: Data| {
+            SourceRecord::new(&json!(PARTITION), &json!(offset), data).with_topic(&self.topic)
+        };
         match self.mode.as_str() {
             "log" => {
                 log::info("hello through the log import");
@@ -54,11 +136,68 @@ impl SourceTask for Task {
                     std::hint::black_box(&hoard);
                 }
             }
+            "recurse" => {
+                std::hint::black_box(recurse(std::hint::black_box(1)));
+            }
             "panic" => panic!("misbehave panicked on purpose"),
+            "flood" => {
+                let mut i: u64 = 0;
+                loop {
+                    println!("flooding the log, line {i}");
+                    i += 1;
+                }
+            }
+            "oversized" => return Ok(vec![record(0, Data::Text("x".repeat(self.size)))]),
+            "too-many" => {
+                return Ok((0..=u64::from(max_records))
+                    .map(|i| record(i, Data::Json(format!("{i}"))))
+                    .collect());
+            }
+            "read" => {
+                return match std::fs::read(&self.path) {
+                    Ok(content) => Ok(vec![record(0, Data::Bytes(content))]),
+                    Err(e) => Err(Error::fatal(format!("cannot read {}: {e}", self.path))),
+                };
+            }
+            "connect" => {
+                return match std::net::TcpStream::connect(&self.address) {
+                    Ok(_) => Ok(vec![record(0, Data::Text("connected".into()))]),
+                    Err(e) => Err(Error::fatal(format!(
+                        "cannot connect to {}: {e}",
+                        self.address
+                    ))),
+                };
+            }
+            "poison" => {
+                let end = self.count.min(self.next + u64::from(max_records));
+                let records = (self.next..end)
+                    .map(|i| {
+                        let data = if self.bad_json.contains(&i) {
+                            Data::Json(format!("{{\"seq\": {i}, broken"))
+                        } else if self.big.contains(&i) {
+                            Data::Text("x".repeat(self.size))
+                        } else {
+                            Data::Json(format!("{{\"seq\":{i}}}"))
+                        };
+                        record(i, data)
+                    })
+                    .collect();
+                self.next = end;
+                return Ok(records);
+            }
             _ => {}
         }
         Ok(Vec::new())
     }
+}
+
+/// Recurses without end (the frame keeps an array alive so the stack fills quickly).
+fn recurse(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth; 64]);
+    if std::hint::black_box(depth) == u64::MAX {
+        return 0;
+    }
+    recurse(depth + 1) + frame[0]
 }
 
 export_source_connector!(Misbehave);
