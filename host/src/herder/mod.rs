@@ -86,7 +86,7 @@ pub struct TaskMetricsView {
     pub records_done: u64,
     pub restarts: u64,
     /// Record errors (Kafka Connect's task error metrics).
-    pub errors: Arc<crate::errors::ErrorCounts>,
+    pub errors: serde_json::Value,
 }
 
 /// One connector as the herder keeps it.
@@ -390,7 +390,7 @@ impl Herder {
             records_in: load(&m.records_in),
             records_done: load(&m.records_done),
             restarts: load(&m.restarts),
-            errors: Arc::clone(&m.errors),
+            errors: serde_json::to_value(&*m.errors).unwrap_or_default(),
         })
     }
 
