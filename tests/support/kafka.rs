@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
+use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
@@ -51,16 +51,20 @@ pub fn unique_topic(prefix: &str) -> String {
 
 /// Create `topic` with `partitions` partitions.
 pub async fn create_topic(topic: &str, partitions: i32) {
+    create_topic_with(topic, partitions, &[]).await
+}
+
+/// Create `topic` with `partitions` partitions and topic configs (e.g. `max.message.bytes`).
+pub async fn create_topic_with(topic: &str, partitions: i32, configs: &[(&str, &str)]) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap())
         .create()
         .expect("admin client");
     let results = admin
         .create_topics(
-            [&NewTopic::new(
-                topic,
-                partitions,
-                TopicReplication::Fixed(1),
+            [&configs.iter().fold(
+                NewTopic::new(topic, partitions, TopicReplication::Fixed(1)),
+                |t, (k, v)| t.set(k, v),
             )],
             &AdminOptions::new(),
         )
@@ -99,6 +103,23 @@ pub struct Consumed {
     pub offset: i64,
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+impl Consumed {
+    /// The value of header `key` as text.
+    pub fn header(&self, key: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == key)
+            .and_then(|(_, v)| v.as_ref())
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    }
+
+    /// The value as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(self.value.as_deref().unwrap_or_default()).into_owned()
+    }
 }
 
 /// Read `topic` from the beginning until `count` records arrived or `timeout` passed.
@@ -130,6 +151,14 @@ pub fn consume(topic: &str, count: usize, timeout: Duration) -> Vec<Consumed> {
                 offset: m.offset(),
                 key: m.key().map(<[u8]>::to_vec),
                 value: m.payload().map(<[u8]>::to_vec),
+                headers: m
+                    .headers()
+                    .map(|hs| {
+                        hs.iter()
+                            .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             });
         }
     }

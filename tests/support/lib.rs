@@ -49,6 +49,21 @@ pub fn test_plugin_file(name: &str) -> PathBuf {
     repo_root().join(format!("dist/test-plugins/{name}.wasm"))
 }
 
+/// A plugin directory under `dir` holding copies of the named first-party and test plugins.
+pub fn plugins_with(dir: &Path, first_party: &[&str], test: &[&str]) -> PathBuf {
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).expect("plugin dir");
+    let files = first_party
+        .iter()
+        .map(|n| (n, plugin_file(n)))
+        .chain(test.iter().map(|n| (n, test_plugin_file(n))));
+    for (name, file) in files {
+        std::fs::copy(&file, plugins.join(format!("{name}.wasm")))
+            .unwrap_or_else(|e| panic!("copy {}: {e}", file.display()));
+    }
+    plugins
+}
+
 /// A sandbox without a compile cache.
 pub fn sandbox() -> Arc<Sandbox> {
     Sandbox::new(None).expect("create sandbox")
@@ -108,4 +123,5 @@ pub fn wasm_connect_bin() -> PathBuf {
 }
 
 pub mod kafka;
+pub mod rest;
 pub mod worker;

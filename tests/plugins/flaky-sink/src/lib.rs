@@ -1,6 +1,8 @@
 //! Test plugin: a sink that appends each value as a line to `file`, but whose first
 //! `fail.times` calls to `put` fail with a retriable error (writing nothing), so a test can show
-//! the worker re-delivers the same batch and loses or reorders nothing.
+//! the worker re-delivers the same batch and loses or reorders nothing. Values containing
+//! `reject` (when set) are reported as per-record failures from `put`, the first
+//! `reject.times` times each record is offered (default: always).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -23,6 +25,17 @@ impl Connector for FlakySink {
         .config(
             ConfigDef::new("fail.times", ConfigType::Int, "Failing put calls first.").default(3),
         )
+        .config(
+            ConfigDef::new(
+                "reject",
+                ConfigType::String,
+                "Reject values containing this.",
+            )
+            .default(""),
+        )
+        .config(
+            ConfigDef::new("reject.times", ConfigType::Long, "Rejections per record.").default(-1),
+        )
         .config(ConfigDef::new(
             "secret",
             ConfigType::Password,
@@ -38,6 +51,10 @@ impl SinkConnector for FlakySink {
 pub struct Task {
     file: File,
     failures_left: u32,
+    reject: String,
+    reject_times: i64,
+    /// How often each (partition, offset) was rejected.
+    rejected: std::collections::HashMap<(i32, i64), i64>,
 }
 
 impl SinkTask for Task {
@@ -51,6 +68,9 @@ impl SinkTask for Task {
         Ok(Task {
             file,
             failures_left: config.parse_or("fail.times", 3)?,
+            reject: config.string_or("reject", ""),
+            reject_times: config.parse_or("reject.times", -1)?,
+            rejected: Default::default(),
         })
     }
 
@@ -62,14 +82,32 @@ impl SinkTask for Task {
                 self.failures_left
             )));
         }
-        for record in records {
+        let mut failures = Vec::new();
+        for (index, record) in records.into_iter().enumerate() {
             let value = record.value.as_ref().map_or(&b"null"[..], |v| v.as_bytes());
+            if !self.reject.is_empty() && String::from_utf8_lossy(value).contains(&self.reject) {
+                let count = self
+                    .rejected
+                    .entry((record.partition, record.offset))
+                    .or_insert(0);
+                if self.reject_times < 0 || *count < self.reject_times {
+                    *count += 1;
+                    failures.push(RecordFailure {
+                        index: index as u32,
+                        message: format!(
+                            "refusing a value with {:?} (rejection {count})",
+                            self.reject
+                        ),
+                    });
+                    continue;
+                }
+            }
             self.file
                 .write_all(value)
                 .and_then(|()| self.file.write_all(b"\n"))
                 .map_err(|e| Error::fatal(e.to_string()))?;
         }
-        Ok(Vec::new())
+        Ok(failures)
     }
 
     fn flush(&mut self, offsets: Vec<TopicPartitionOffset>) -> Result<Vec<TopicPartitionOffset>> {

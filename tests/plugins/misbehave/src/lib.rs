@@ -9,7 +9,8 @@
 //!   nothing leaked); fails fatally with the I/O error when the sandbox refuses.
 //! - `connect`: opens a TCP connection to `address`; fails fatally with the error.
 //! - `poison`: returns records 0..`count` (JSON `{"seq": n}`), except that the indices in
-//!   `bad.json` carry invalid JSON and those in `big` a text value of `size` bytes.
+//!   `bad.json` carry invalid JSON and those in `big` a text value of `size` bytes, sent to
+//!   `big.topic` (default: `topic`).
 
 use wasm_connect_sdk::{
     Config, ConfigDef, ConfigType, Connector, Data, Error, Result, SourceConnector, SourceRecord,
@@ -80,6 +81,7 @@ pub struct Task {
     next: u64,
     bad_json: Vec<u64>,
     big: Vec<u64>,
+    big_topic: String,
 }
 
 fn indices(config: &Config, key: &str) -> Vec<u64> {
@@ -110,6 +112,7 @@ impl SourceTask for Task {
             next,
             bad_json: indices(&config, "bad.json"),
             big: indices(&config, "big"),
+            big_topic: config.string_or("big.topic", ""),
         })
     }
 
@@ -172,14 +175,18 @@ impl SourceTask for Task {
                 let end = self.count.min(self.next + u64::from(max_records));
                 let records = (self.next..end)
                     .map(|i| {
-                        let data = if self.bad_json.contains(&i) {
-                            Data::Json(format!("{{\"seq\": {i}, broken"))
+                        if self.bad_json.contains(&i) {
+                            record(i, Data::Json(format!("{{\"seq\": {i}, broken")))
                         } else if self.big.contains(&i) {
-                            Data::Text("x".repeat(self.size))
+                            let big = record(i, Data::Text("x".repeat(self.size)));
+                            if self.big_topic.is_empty() {
+                                big
+                            } else {
+                                big.with_topic(&self.big_topic)
+                            }
                         } else {
-                            Data::Json(format!("{{\"seq\":{i}}}"))
-                        };
-                        record(i, data)
+                            record(i, Data::Json(format!("{{\"seq\":{i}}}")))
+                        }
                     })
                     .collect();
                 self.next = end;
