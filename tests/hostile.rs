@@ -1,1 +1,220 @@
-//! placeholder
+//! Hostile plugins against a real worker and broker: each misbehaves one way (spins, hoards
+//! memory, overflows its stack, panics, floods its output, returns a record over the size limit
+//! or more records than asked, reads files it was not granted, escapes its grant with `..` or a
+//! symlink, opens a network connection). Each must end FAILED with a trace naming the cause,
+//! while the worker keeps serving REST and a well-behaved connector beside them keeps its rate
+//! and loses nothing.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use wasm_connect_tests::kafka::{self, consume, create_topic, unique_topic};
+use wasm_connect_tests::plugins_with;
+use wasm_connect_tests::rest::{block, create, get, task_metrics, task_status};
+use wasm_connect_tests::worker::Worker;
+
+/// The neighbour's rate (records a second).
+const RATE: u64 = 200;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_plugins_fail_alone_while_rest_and_a_neighbour_keep_going() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &["datagen"], &["misbehave"]);
+    // A granted directory, a secret beside it, and a symlink from inside to the secret.
+    let granted = dir.path().join("granted");
+    fs::create_dir_all(&granted).unwrap();
+    let secret = dir.path().join("secret.txt");
+    fs::write(&secret, "do not read").unwrap();
+    std::os::unix::fs::symlink(&secret, granted.join("link")).unwrap();
+    fs::write(granted.join("fine.txt"), "granted").unwrap();
+
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+        ("offset.flush.interval.ms", "500".to_owned()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+
+    let neighbour_topic = unique_topic("neighbour");
+    create_topic(&neighbour_topic, 1).await;
+    let neighbour = json!({"connector.class": "datagen", "topic": neighbour_topic, "rate": RATE.to_string(),
+        "value.size": "100", "value.converter": "string"});
+    assert_eq!(
+        create(&url, "neighbour", neighbour).await,
+        StatusCode::CREATED
+    );
+    let done = |metrics: &Value| metrics["records_done"].as_u64().unwrap_or(0);
+    let mut warm = 0;
+    for _ in 0..300 {
+        warm = done(&task_metrics(&url, "neighbour", 0).await);
+        if warm >= RATE {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(warm >= RATE, "the neighbour runs: {}", worker.log_text());
+
+    let path = |p: &std::path::Path| p.display().to_string();
+    let read_granted =
+        |file: String| json!({"mode": "read", "path": file, "sandbox.fs.read": path(&granted)});
+    let hostile: Vec<(&str, Value, &str)> = vec![
+        (
+            "spin",
+            json!({"mode": "spin"}),
+            "longer than its CPU deadline of 500 ms",
+        ),
+        (
+            "alloc",
+            json!({"mode": "alloc"}),
+            "over its limit of 67108864 bytes",
+        ),
+        (
+            "recurse",
+            json!({"mode": "recurse"}),
+            "call stack exhausted",
+        ),
+        ("panic", json!({"mode": "panic"}), "the plugin trapped"),
+        (
+            "flood",
+            json!({"mode": "flood"}),
+            "longer than its CPU deadline of 500 ms",
+        ),
+        (
+            "oversized",
+            json!({"mode": "oversized", "size": "4096", "sandbox.record.max.bytes": "1024"}),
+            "over the limit of 1024 bytes (sandbox.record.max.bytes)",
+        ),
+        (
+            "too-many",
+            json!({"mode": "too-many"}),
+            "records but at most",
+        ),
+        (
+            "passwd",
+            json!({"mode": "read", "path": "/etc/passwd"}),
+            "cannot read /etc/passwd",
+        ),
+        ("outside", read_granted(path(&secret)), "cannot read"),
+        (
+            "dotdot",
+            read_granted(format!("{}/../secret.txt", path(&granted))),
+            "cannot read",
+        ),
+        (
+            "symlink",
+            read_granted(path(&granted.join("link"))),
+            "cannot read",
+        ),
+        (
+            "network",
+            json!({"mode": "connect", "address": kafka::bootstrap()}),
+            "cannot connect to",
+        ),
+    ];
+    let started = Instant::now();
+    let base_done = done(&task_metrics(&url, "neighbour", 0).await);
+    for (name, extra, _) in &hostile {
+        let mut config = json!({"connector.class": "misbehave", "topic": unique_topic(name),
+            "task.restart.max.attempts": "0", "sandbox.call.timeout.ms": "500",
+            "sandbox.memory.max.bytes": "67108864"});
+        for (k, v) in extra.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        assert_eq!(
+            create(&url, name, config).await,
+            StatusCode::CREATED,
+            "{name}"
+        );
+    }
+
+    // Watch everything through REST: the hostile tasks fail one by one, the neighbour never
+    // stops making progress for long.
+    let mut traces: Vec<Option<String>> = vec![None; hostile.len()];
+    let mut last_progress = (Instant::now(), base_done);
+    let mut longest_stall = Duration::ZERO;
+    while traces.iter().any(Option::is_none) || started.elapsed() < Duration::from_secs(8) {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "hostile tasks still not failed: {traces:?}\n{}",
+            worker.log_text()
+        );
+        for (i, (name, _, _)) in hostile.iter().enumerate() {
+            if traces[i].is_none() {
+                let status = task_status(&url, name, 0).await;
+                assert!(!status.is_null(), "REST answers while {name} misbehaves");
+                if status["state"] == "FAILED" {
+                    traces[i] = Some(status["trace"].as_str().unwrap_or_default().to_owned());
+                }
+            }
+        }
+        let now_done = done(&task_metrics(&url, "neighbour", 0).await);
+        if now_done > last_progress.1 {
+            last_progress = (Instant::now(), now_done);
+        }
+        longest_stall = longest_stall.max(last_progress.0.elapsed());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let neighbour_metrics = task_metrics(&url, "neighbour", 0).await;
+    let produced = done(&neighbour_metrics) - base_done;
+
+    for ((name, _, cause), trace) in hostile.iter().zip(&traces) {
+        let trace = trace.as_deref().unwrap_or_default();
+        assert!(
+            trace.contains(cause),
+            "{name}: the trace names the cause ({cause:?}): {trace}"
+        );
+    }
+    assert!(
+        worker.log_text().contains("misbehave panicked on purpose"),
+        "the panic message is logged"
+    );
+    let log = worker.log_text();
+    let flood_lines = log.matches("flooding the log").count();
+    assert!(
+        flood_lines <= 2000,
+        "the flood was cut to the log budget, {flood_lines} lines"
+    );
+    assert!(
+        log.contains("lines of plugin output were dropped"),
+        "the drop is logged"
+    );
+
+    assert_eq!(neighbour_metrics["state"], "RUNNING", "{neighbour_metrics}");
+    assert_eq!(neighbour_metrics["restarts"], 0, "{neighbour_metrics}");
+    let rate = produced as f64 / elapsed;
+    assert!(
+        rate >= RATE as f64 * 0.75,
+        "the neighbour kept its rate of {RATE}/s: {rate:.0}/s over {elapsed:.1} s"
+    );
+    assert!(
+        longest_stall < Duration::from_secs(2),
+        "the neighbour stalled for {longest_stall:?}"
+    );
+    let connectors = block(get(&url, "/connectors"));
+    assert_eq!(
+        connectors.as_array().map(Vec::len),
+        Some(hostile.len() + 1),
+        "{connectors}"
+    );
+
+    let (_, log) = worker.stop();
+    // Nothing the neighbour produced is missing: its ids are 0..n without a gap.
+    let total = done(&neighbour_metrics) as usize;
+    let records = consume(&neighbour_topic, total, Duration::from_secs(60));
+    let ids: BTreeSet<u64> = records
+        .iter()
+        .filter_map(|r| String::from_utf8(r.key.clone()?).ok()?.parse().ok())
+        .collect();
+    assert!(
+        ids.len() >= total,
+        "{} of {total} records\n{log}",
+        ids.len()
+    );
+    let max = ids.iter().next_back().copied().unwrap_or(0);
+    assert_eq!(ids.len() as u64, max + 1, "no gaps in the neighbour's ids");
+}
