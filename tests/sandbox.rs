@@ -102,6 +102,31 @@ async fn a_call_that_never_returns_traps_at_its_deadline() {
 }
 
 #[tokio::test]
+async fn time_spent_waiting_in_host_calls_does_not_count_against_the_deadline() {
+    let limits = Limits {
+        call_timeout: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let sandbox = sandbox();
+    let plugin = load(&sandbox, &test_plugin_file("misbehave")).await;
+    let mut ctx = InstanceContext::bare("sleepy");
+    ctx.limits = limits;
+    let mut task = SourceTaskInstance::create(
+        &sandbox,
+        &plugin.component,
+        &ctx,
+        &config(&[("mode", "sleep"), ("sleep.ms", "1500")]),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let started = Instant::now();
+    // Sleeping is a wait in a WASI host call: seven times the CPU deadline, yet no trap.
+    assert_eq!(task.poll(10).await.unwrap().len(), 0);
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+}
+
+#[tokio::test]
 async fn a_memory_hog_traps_at_its_memory_limit() {
     let limits = Limits {
         memory_bytes: 32 * 1024 * 1024,

@@ -1,6 +1,7 @@
 //! Test plugin: a source task that misbehaves in the way `mode` says, to show the sandbox and
 //! the error handling contain it. Modes:
-//! - `log`: logs and prints, then returns nothing.
+//! - `log`: logs and prints, then returns nothing. `sleep`: sleeps `sleep.ms` (waiting in a host
+//!   call, which must not count against the CPU deadline), then returns nothing.
 //! - `spin`: never returns. `alloc`: allocates until memory runs out. `recurse`: recurses until
 //!   the stack overflows. `panic`: traps. `flood`: prints to stdout in a tight loop.
 //! - `oversized`: returns a record of `size` bytes. `too-many`: returns one record more than
@@ -21,6 +22,7 @@ pub struct Misbehave;
 
 const MODES: &[&str] = &[
     "log",
+    "sleep",
     "spin",
     "alloc",
     "recurse",
@@ -44,6 +46,14 @@ impl Connector for Misbehave {
             .config(
                 ConfigDef::new("topic", ConfigType::String, "Topic of returned records.")
                     .default("misbehave"),
+            )
+            .config(
+                ConfigDef::new(
+                    "sleep.ms",
+                    ConfigType::Long,
+                    "How long to sleep (mode sleep).",
+                )
+                .default(1000),
             )
             .config(ConfigDef::new("size", ConfigType::Int, "Size of big records.").default(4096))
             .config(
@@ -78,6 +88,7 @@ pub struct Task {
     path: String,
     address: String,
     count: u64,
+    sleep_ms: u64,
     next: u64,
     bad_json: Vec<u64>,
     big: Vec<u64>,
@@ -109,6 +120,7 @@ impl SourceTask for Task {
             path: config.string_or("path", ""),
             address: config.string_or("address", "127.0.0.1:19092"),
             count: config.parse_or("count", 100)?,
+            sleep_ms: config.parse_or("sleep.ms", 1000)?,
             next,
             bad_json: indices(&config, "bad.json"),
             big: indices(&config, "big"),
@@ -126,6 +138,7 @@ impl SourceTask for Task {
                 println!("hello through stdout");
                 eprintln!("hello through stderr");
             }
+            "sleep" => std::thread::sleep(std::time::Duration::from_millis(self.sleep_ms)),
             "spin" => {
                 let mut x: u64 = 0;
                 loop {
