@@ -17,7 +17,7 @@ use wasm_connect_tests::rest::{block, create, task_metrics, task_status};
 use wasm_connect_tests::worker::{Worker, eventually, lines};
 use wasm_connect_tests::{plugins_with, repo_root};
 
-const COUNT: u64 = 4000;
+const COUNT: u64 = 8000;
 const IN_FLIGHT: u64 = 300;
 
 fn kafka_script(command: &str) {
@@ -61,7 +61,7 @@ async fn a_broker_outage_pauses_the_pipeline_and_loses_nothing() {
     ];
     let mut worker = Worker::start(dir.path(), &settings, &[]);
     let url = worker.rest_url(Duration::from_secs(120));
-    let source = json!({"connector.class": "datagen", "topic": topic, "count": COUNT.to_string(), "rate": "400",
+    let source = json!({"connector.class": "datagen", "topic": topic, "count": COUNT.to_string(), "rate": "300",
         "value.converter": "string", "source.max.in.flight.records": IN_FLIGHT.to_string()});
     let sink = json!({"connector.class": "file-sink", "topics": topic, "file": out.join("out.txt").display().to_string(),
         "sandbox.fs.write": out.display().to_string(), "value.converter": "string"});

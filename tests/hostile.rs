@@ -191,8 +191,9 @@ async fn hostile_plugins_fail_alone_while_rest_and_a_neighbour_keep_going() {
         rate >= RATE as f64 * 0.75,
         "the neighbour kept its rate of {RATE}/s: {rate:.0}/s over {elapsed:.1} s"
     );
+    // (Sampled between rounds of REST calls on two busy cores, hence the generous bound.)
     assert!(
-        longest_stall < Duration::from_secs(2),
+        longest_stall < Duration::from_secs(3),
         "the neighbour stalled for {longest_stall:?}"
     );
     let connectors = block(get(&url, "/connectors"));

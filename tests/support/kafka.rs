@@ -176,3 +176,22 @@ pub fn by_partition(records: &[Consumed]) -> BTreeMap<i32, Vec<Consumed>> {
     }
     map
 }
+
+/// The offset consumer group `group` committed for partition `partition` of `topic`.
+pub fn committed_offset(group: &str, topic: &str, partition: i32) -> Option<i64> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(topic, partition);
+    let committed = consumer
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .expect("committed offsets");
+    match committed.find_partition(topic, partition)?.offset() {
+        Offset::Offset(o) => Some(o),
+        _ => None,
+    }
+}

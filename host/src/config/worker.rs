@@ -88,7 +88,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ),
     (
         "sandbox.record.max.bytes",
-        "8388608",
+        "1000000",
         "Largest record (key, value and headers) allowed across the plugin boundary.",
     ),
     (

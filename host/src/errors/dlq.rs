@@ -15,6 +15,8 @@ pub const CLASS: &str = "__connect.errors.class.name";
 pub const EXCEPTION_CLASS: &str = "__connect.errors.exception.class.name";
 pub const EXCEPTION_MESSAGE: &str = "__connect.errors.exception.message";
 pub const EXCEPTION_STACKTRACE: &str = "__connect.errors.exception.stacktrace";
+/// Ours: set (to the value's size and the reason) when the value was too large to keep.
+pub const VALUE_OMITTED: &str = "__connect.errors.value.omitted";
 /// Ours (source records have no Kafka position): the record's source partition, as JSON.
 pub const SOURCE_PARTITION: &str = "__connect.errors.source.partition";
 /// Ours: the record's source offset, as JSON.

@@ -207,11 +207,11 @@ impl ErrorReporter {
         Ok(Handled::SentToDlq)
     }
 
-    async fn send_to_dlq(
+    async fn send_to_dlq<'a>(
         &self,
-        topic: &str,
+        topic: &'a str,
         error: &RecordError,
-        record: &FailedRecord,
+        record: &'a FailedRecord,
         mut ack: AckTarget,
     ) -> Result<(), Failure> {
         let creation = [
@@ -242,26 +242,41 @@ impl ErrorReporter {
         }
         ack.dlq = true;
         ErrorCounts::bump(&self.counts.deadletterqueue_produce_requests);
-        self.producer
+        let outgoing = |value: Option<&'a [u8]>, headers: OwnedHeaders| Outgoing {
+            topic,
+            partition: None,
+            key: record.key.as_deref(),
+            value,
+            headers: Some(headers),
+            timestamp: record.timestamp,
+        };
+        let first = self
+            .producer
             .send(
-                Outgoing {
-                    topic,
-                    partition: None,
-                    key: record.key.as_deref(),
-                    value: record.value.as_deref(),
-                    headers: Some(headers),
-                    timestamp: record.timestamp,
-                },
-                ack,
+                outgoing(record.value.as_deref(), headers.clone()),
+                ack.clone(),
             )
-            .await
-            .map_err(|e| {
-                ErrorCounts::bump(&self.counts.deadletterqueue_produce_failures);
-                Failure::from(format!(
-                    "cannot write record {} to the dead-letter queue: {e}",
-                    record.describe()
-                ))
-            })
+            .await;
+        let outcome = match first {
+            // Too large for the client: keep the record's context, drop its value.
+            Err(e) if e.rejects_record => {
+                let size = record.value.as_ref().map_or(0, Vec::len);
+                let note = format!("{size} bytes, too large for the dead-letter queue ({e})");
+                let headers = headers.insert(Header {
+                    key: dlq::VALUE_OMITTED,
+                    value: Some(note.as_bytes()),
+                });
+                self.producer.send(outgoing(None, headers), ack).await
+            }
+            other => other,
+        };
+        outcome.map_err(|e| {
+            ErrorCounts::bump(&self.counts.deadletterqueue_produce_failures);
+            Failure::from(format!(
+                "cannot write record {} to the dead-letter queue: {e}",
+                record.describe()
+            ))
+        })
     }
 
     /// A DLQ write was not acknowledged: count it and fail the task (the record was not

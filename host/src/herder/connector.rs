@@ -123,11 +123,11 @@ pub(crate) fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked
     if plugin.world == World::Sink {
         match Subscription::from_config(operator) {
             Err(m) => problems.push(Problem::new("", m)),
-            Ok(Subscription::Topics(topics))
+            Ok(subscription)
                 if errors
                     .dlq_topic
                     .as_ref()
-                    .is_some_and(|dlq| topics.contains(dlq)) =>
+                    .is_some_and(|dlq| subscription.includes(dlq)) =>
             {
                 problems.push(Problem::new(
                     crate::errors::policy::DLQ_TOPIC,

@@ -64,6 +64,16 @@ pub enum Subscription {
 }
 
 impl Subscription {
+    /// Whether `topic` is consumed: listed, or matched by the whole pattern.
+    pub fn includes(&self, topic: &str) -> bool {
+        match self {
+            Subscription::Topics(topics) => topics.iter().any(|t| t == topic),
+            Subscription::Regex(pattern) => {
+                regex::Regex::new(&format!("^(?:{pattern})$")).is_ok_and(|re| re.is_match(topic))
+            }
+        }
+    }
+
     /// From a connector config; exactly one of `topics` and `topics.regex` must be set.
     pub fn from_config(config: &[(String, String)]) -> Result<Self, String> {
         let get = |k: &str| {
@@ -158,5 +168,14 @@ mod tests {
         assert!(
             Subscription::from_config(&cfg(&[("topics", "a"), ("topics.regex", "b")])).is_err()
         );
+    }
+
+    #[test]
+    fn includes_matches_listed_topics_and_whole_patterns() {
+        assert!(Subscription::Topics(vec!["a".into()]).includes("a"));
+        assert!(!Subscription::Topics(vec!["a".into()]).includes("ab"));
+        let regex = Subscription::Regex("logs-.*".into());
+        assert!(regex.includes("logs-dlq") && !regex.includes("my-logs-dlq"));
+        assert!(Subscription::Regex("^logs-.*".into()).includes("logs-1"));
     }
 }

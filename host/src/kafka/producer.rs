@@ -16,6 +16,7 @@ use super::TracingContext;
 use crate::offsets::Submitted;
 
 /// Where a record's delivery report goes.
+#[derive(Clone)]
 pub struct AckTarget {
     pub tx: mpsc::UnboundedSender<Ack>,
     pub record: Submitted,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Engine, Store, UpdateDeadline};
+use wasmtime::{CallHook, Engine, Store, UpdateDeadline};
 
 use super::bindings;
 use super::cache::{CompileCache, Origin};
@@ -119,6 +119,15 @@ impl Sandbox {
             }
         });
         store.set_epoch_deadline(1);
+        // Time in host calls (WASI waits, our imports, libcalls) is not the guest's.
+        store.call_hook(|mut ctx, hook| {
+            match hook {
+                CallHook::CallingHost => ctx.data_mut().meter.enter_host(),
+                CallHook::ReturningFromHost => ctx.data_mut().meter.leave_host(),
+                _ => {}
+            }
+            Ok(())
+        });
         Ok(store)
     }
 }

@@ -430,7 +430,7 @@ impl SinkTaskInstance {
     }
 
     /// Hand a batch to the task; returns the records it could not write. A failure index outside
-    /// the batch is a contract violation.
+    /// the batch, or the same index twice, is a contract violation.
     pub async fn put(&mut self, records: &[SinkRecord]) -> Result<Vec<RecordFailure>, CallError> {
         const F: &str = "put";
         let store = self.guard.begin(F)?;
@@ -441,6 +441,16 @@ impl SinkTaskInstance {
             .call_put(store, self.handle, records)
             .await;
         let failures = self.guard.finish(F, outcome)?;
+        let mut seen = std::collections::HashSet::with_capacity(failures.len());
+        if let Some(twice) = failures.iter().find(|f| !seen.insert(f.index)) {
+            return Err(CallError::Contract {
+                function: F,
+                message: format!(
+                    "the task reported record index {} as failed more than once",
+                    twice.index
+                ),
+            });
+        }
         if let Some(bad) = failures.iter().find(|f| f.index as usize >= records.len()) {
             return Err(CallError::Contract {
                 function: F,

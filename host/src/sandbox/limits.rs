@@ -1,7 +1,13 @@
 //! Per-instance resource limits: linear memory (a store limiter) and CPU time per guest call
 //! (epoch deadlines), with worker-wide defaults that a connector config may override.
+//!
+//! Guest time is measured at every epoch tick the guest reaches: the wall time since the last
+//! checkpoint, minus the time spent in host calls meanwhile (the store's call hook reports
+//! those), capped at one tick so a guest resumed late by a busy executor is charged at most one
+//! tick for the wait. Host calls therefore cost the guest nothing, however long they take, and a
+//! guest that calls the host in a loop still runs out of time.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::config_keys::{CALL_TIMEOUT_MS, LOG_LINES_PER_SECOND, MEMORY_MAX_BYTES};
 
@@ -57,10 +63,6 @@ impl Limits {
         }
         Ok(limits)
     }
-
-    pub(crate) fn deadline_ticks(&self) -> u64 {
-        (self.call_timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
-    }
 }
 
 /// Tracks one instance's memory and the CPU budget of the call in progress; it lives in the
@@ -68,8 +70,14 @@ impl Limits {
 #[derive(Debug)]
 pub(crate) struct Meter {
     limits: Limits,
-    /// Epoch ticks the current call has used.
-    ticks_used: u64,
+    /// Guest time the current call has used.
+    guest_used: Duration,
+    /// When guest time was last accounted.
+    checkpoint: Instant,
+    /// Host time since the checkpoint.
+    host_time: Duration,
+    /// When the host call in progress began.
+    host_entered: Option<Instant>,
     /// Set when the current call ran out of CPU time.
     pub(crate) deadline_hit: bool,
     /// Set (to the total asked for) when the instance tried to grow past its memory limit.
@@ -82,7 +90,10 @@ impl Meter {
     pub(crate) fn new(limits: Limits) -> Self {
         Self {
             limits,
-            ticks_used: 0,
+            guest_used: Duration::ZERO,
+            checkpoint: Instant::now(),
+            host_time: Duration::ZERO,
+            host_entered: None,
             deadline_hit: false,
             memory_denied: None,
             memory_used: 0,
@@ -95,15 +106,39 @@ impl Meter {
 
     /// Called before each call into the guest.
     pub(crate) fn start_call(&mut self) {
-        self.ticks_used = 0;
+        self.guest_used = Duration::ZERO;
+        self.checkpoint = Instant::now();
+        self.host_time = Duration::ZERO;
+        self.host_entered = None;
         self.deadline_hit = false;
+    }
+
+    /// The guest calls the host.
+    pub(crate) fn enter_host(&mut self) {
+        self.host_entered = Some(Instant::now());
+    }
+
+    /// The host call returns to the guest.
+    pub(crate) fn leave_host(&mut self) {
+        if let Some(entered) = self.host_entered.take() {
+            self.host_time += entered.elapsed();
+        }
     }
 
     /// Called each time the guest reaches an epoch deadline (about once per tick of guest
     /// time, since each yield re-arms the deadline one tick ahead); `false` means out of time.
     pub(crate) fn tick(&mut self) -> bool {
-        self.ticks_used += 1;
-        if self.ticks_used > self.limits.deadline_ticks() {
+        self.tick_at(Instant::now())
+    }
+
+    fn tick_at(&mut self, now: Instant) -> bool {
+        let span = now
+            .saturating_duration_since(self.checkpoint)
+            .saturating_sub(self.host_time);
+        self.guest_used += span.min(EPOCH_TICK);
+        self.checkpoint = now;
+        self.host_time = Duration::ZERO;
+        if self.guest_used > self.limits.call_timeout {
             self.deadline_hit = true;
             return false;
         }
@@ -177,7 +212,6 @@ mod tests {
             .unwrap();
         assert_eq!(limits.memory_bytes, 1 << 20);
         assert_eq!(limits.call_timeout, Duration::from_millis(250));
-        assert_eq!(limits.deadline_ticks(), 25);
         let err = Limits::default()
             .with_overrides(&cfg(&[(CALL_TIMEOUT_MS, "soon")]))
             .unwrap_err();
@@ -188,14 +222,25 @@ mod tests {
     }
 
     #[test]
-    fn meter_runs_out_after_the_budget() {
+    fn meter_runs_out_after_the_budget_and_host_time_is_free() {
         let mut meter = Meter::new(Limits {
             call_timeout: EPOCH_TICK * 3,
             ..Limits::default()
         });
         meter.start_call();
-        assert!(meter.tick() && meter.tick() && meter.tick());
-        assert!(!meter.tick());
+        let start = meter.checkpoint;
+        // An hour in a host call, then a tick: charged nothing for the hour.
+        meter.host_time = Duration::from_secs(3600);
+        assert!(meter.tick_at(start + Duration::from_secs(3600)));
+        assert_eq!(meter.guest_used, Duration::ZERO);
+        // A late resume is charged one tick at most.
+        let mut now = start + Duration::from_secs(3600);
+        for _ in 0..3 {
+            now += Duration::from_secs(1);
+            assert!(meter.tick_at(now));
+        }
+        assert_eq!(meter.guest_used, EPOCH_TICK * 3);
+        assert!(!meter.tick_at(now + EPOCH_TICK));
         assert!(meter.deadline_hit);
         meter.start_call();
         assert!(!meter.deadline_hit);

@@ -44,7 +44,8 @@ impl Default for RunnerSettings {
             source_max_in_flight: 20_000,
             source_max_in_flight_bytes: 64 * 1024 * 1024,
             sink_batch_max_records: 2000,
-            record_max_bytes: 8 * 1024 * 1024,
+            // librdkafka's default `message.max.bytes`: a larger record could not be produced.
+            record_max_bytes: 1_000_000,
         }
     }
 }

@@ -54,6 +54,8 @@ pub struct SinkRunner {
 pub struct DeadLetters {
     rx: mpsc::UnboundedReceiver<Ack>,
     outstanding: Outstanding,
+    /// Set once a dead-letter write failed: offsets must never again be committed past it.
+    failed: Option<Failure>,
 }
 
 /// The sending half: shared by reference while a consumed message is borrowed.
@@ -67,6 +69,7 @@ impl Default for DeadLetters {
         let (tx, rx) = mpsc::unbounded_channel();
         Self {
             rx,
+            failed: None,
             outstanding: Outstanding {
                 tx,
                 count: AtomicUsize::new(0),
@@ -74,6 +77,9 @@ impl Default for DeadLetters {
         }
     }
 }
+
+/// A consumed record's key and value bytes.
+type RawRecord = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// How long a flush waits for dead-letter acknowledgements.
 const DEAD_LETTER_GRACE: Duration = Duration::from_secs(30);
@@ -163,6 +169,13 @@ impl SinkRunner {
                 _ = stop.changed() => continue,
             };
             let mut batch = Vec::new();
+            // The consumed bytes of each batch record, when `put` failures may be dead-lettered
+            // (the copy must be the original, not a re-encoding).
+            let keep_raw = {
+                let policy = self.errors.policy();
+                policy.tolerate_all && policy.dlq_topic.is_some()
+            };
+            let mut raw: Vec<RawRecord> = Vec::new();
             // Where the batch ends per partition, skipped records included.
             let mut consumed: BTreeMap<(String, i32), i64> = BTreeMap::new();
             let mut next = Some(first);
@@ -181,6 +194,12 @@ impl SinkRunner {
                         .await?;
                         if let Some(record) = converted {
                             batch.push(record);
+                            if keep_raw {
+                                raw.push((
+                                    m.key().map(<[u8]>::to_vec),
+                                    m.payload().map(<[u8]>::to_vec),
+                                ));
+                            }
                         }
                         match consumed.get_mut(&(m.topic().to_owned(), m.partition())) {
                             Some(end) => *end = m.offset() + 1,
@@ -203,7 +222,7 @@ impl SinkRunner {
                 .records_in
                 .fetch_add(count as u64, Ordering::Relaxed);
             if !batch.is_empty() {
-                let written = self.put(&batch, stop).await?;
+                let written = self.put(&batch, &raw, stop).await?;
                 self.metrics
                     .records_done
                     .fetch_add(written as u64, Ordering::Relaxed);
@@ -231,6 +250,7 @@ impl SinkRunner {
     async fn put(
         &mut self,
         batch: &[SinkRecord],
+        raw: &[RawRecord],
         stop: &watch::Receiver<Control>,
     ) -> Result<usize, Failure> {
         let started = Instant::now();
@@ -241,7 +261,15 @@ impl SinkRunner {
             let in_time = policy
                 .retry_timeout
                 .is_none_or(|timeout| started.elapsed() < timeout);
-            if !in_time || control(stop) == Control::Stop {
+            if control(stop) == Control::Stop {
+                // Not written and not given up on: nothing of this batch is committed, so the
+                // records come again after a restart.
+                return Err(Failure::from(format!(
+                    "stopping before {} records the plugin could not write yet were written",
+                    failures.len()
+                )));
+            }
+            if !in_time {
                 break;
             }
             let wait = backoff(retry).min(policy.retry_delay_max);
@@ -268,10 +296,10 @@ impl SinkRunner {
                 format!("the plugin could not write it: {message}"),
             );
             error.restartable = true;
-            let failed = self.failed_record(record);
+            let failed = self.failed_record(record, raw.get(*index));
             report(&self.errors, &self.dead_letters.outstanding, error, failed).await?;
         }
-        Ok(batch.len() - failures.len())
+        Ok(batch.len().saturating_sub(failures.len()))
     }
 
     /// One `put` of `batch`, repeated while the plugin says retriable; the per-record failures
@@ -306,20 +334,28 @@ impl SinkRunner {
         }
     }
 
-    /// A consumed record as its dead-letter copy: the bytes as they are in Kafka.
-    fn failed_record(&self, record: &SinkRecord) -> FailedRecord {
+    /// A consumed record as its dead-letter copy: the bytes as they are in Kafka (`raw`), else
+    /// re-encoded by the converters.
+    fn failed_record(&self, record: &SinkRecord, raw: Option<&RawRecord>) -> FailedRecord {
         let bytes = |converter: &Converter,
                      data: &Option<crate::sandbox::bindings::types::Data>| {
             converter
                 .to_kafka(data.as_ref())
                 .unwrap_or_else(|_| data.as_ref().map(|d| crate::convert::raw_bytes(d).to_vec()))
         };
+        let (key, value) = match raw {
+            Some((key, value)) => (key.clone(), value.clone()),
+            None => (
+                bytes(&self.key_converter, &record.key),
+                bytes(&self.value_converter, &record.value),
+            ),
+        };
         FailedRecord {
             topic: record.topic.clone(),
             partition: Some(record.partition),
             offset: Some(record.offset),
-            key: bytes(&self.key_converter, &record.key),
-            value: bytes(&self.value_converter, &record.value),
+            key,
+            value,
             headers: record
                 .headers
                 .iter()
@@ -330,8 +366,13 @@ impl SinkRunner {
         }
     }
 
-    /// Wait until every dead-letter write so far is acknowledged; a failed one fails the task.
-    async fn settle_dead_letters(&mut self) -> Result<(), Failure> {
+    /// Wait until every dead-letter write so far is acknowledged. `Ok(false)`: some are still
+    /// pending (the cluster may be away), so nothing may be committed yet. A failed one fails
+    /// the task, now and at every later attempt to commit.
+    async fn settle_dead_letters(&mut self) -> Result<bool, Failure> {
+        if let Some(failure) = &self.dead_letters.failed {
+            return Err(failure.clone());
+        }
         let deadline = tokio::time::Instant::now() + DEAD_LETTER_GRACE;
         while self.dead_letters.outstanding.count.load(Ordering::Relaxed) > 0 {
             tokio::select! {
@@ -339,21 +380,20 @@ impl SinkRunner {
                     Some(ack) => {
                         self.dead_letters.outstanding.count.fetch_sub(1, Ordering::Relaxed);
                         if let Some(error) = ack.error {
-                            return Err(self.errors.dlq_failed(&error.message));
+                            let failure = self.errors.dlq_failed(&error.message);
+                            self.dead_letters.failed = Some(failure.clone());
+                            return Err(failure);
                         }
                     }
                     None => break,
                 },
                 _ = tokio::time::sleep_until(deadline) => {
-                    return Err(Failure::from(format!(
-                        "{} dead-letter writes were not acknowledged within {} s",
-                        self.dead_letters.outstanding.count.load(Ordering::Relaxed),
-                        DEAD_LETTER_GRACE.as_secs()
-                    )));
+                    tracing::warn!(connector = %self.connector, task = self.task, pending = self.dead_letters.outstanding.count.load(Ordering::Relaxed), "dead-letter writes not acknowledged yet; committing nothing this time");
+                    return Ok(false);
                 }
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     async fn on_rebalance(
@@ -411,7 +451,9 @@ impl SinkRunner {
             return Ok(());
         }
         // Offsets may move past skipped records only once their dead-letter copies are safe.
-        self.settle_dead_letters().await?;
+        if !self.settle_dead_letters().await? {
+            return Ok(());
+        }
         let offsets: Vec<TopicPartitionOffset> = positions
             .iter()
             .map(|((topic, partition), offset)| TopicPartitionOffset {

@@ -92,6 +92,8 @@ struct Loop {
     delivery_error: Option<Failure>,
     /// Bytes sent and not yet acknowledged.
     in_flight_bytes: usize,
+    /// Submitted records that will never be acknowledged (their failure ends the task).
+    abandoned: usize,
     /// The last source partition text seen and its canonical form.
     last_partition: Option<(String, String)>,
 }
@@ -106,6 +108,7 @@ impl SourceRunner {
             acks,
             delivery_error: None,
             in_flight_bytes: 0,
+            abandoned: 0,
             last_partition: None,
         };
         let outcome = self.poll_loop(&mut state, &mut stop).await;
@@ -227,12 +230,32 @@ impl SourceRunner {
         let bytes = record_size(&record);
         let submitted = state.tracker.submit(&partition, offset.clone());
         state.in_flight_bytes += bytes;
-        let target = || AckTarget {
+        let target = AckTarget {
             tx: state.acks_tx.clone(),
             record: submitted,
             bytes,
             dlq: false,
         };
+        let outcome = self
+            .deliver(&record, topic, (partition, offset), bytes, target)
+            .await;
+        if outcome.is_err() {
+            // Failing the task: this record will never be acknowledged.
+            state.abandoned += 1;
+        }
+        outcome
+    }
+
+    /// Check, convert and send a submitted record; a bad record goes to error handling.
+    async fn deliver(
+        &mut self,
+        record: &SourceRecord,
+        topic: &str,
+        (partition, offset): (String, String),
+        bytes: usize,
+        ack: AckTarget,
+    ) -> Result<(), Failure> {
+        let target = || ack.clone();
         let headers: Vec<(String, Option<Vec<u8>>)> = record
             .headers
             .iter()
@@ -395,7 +418,7 @@ impl SourceRunner {
     /// Wait (bounded) for outstanding acknowledgements.
     async fn drain(&mut self, state: &mut Loop) {
         let deadline = tokio::time::Instant::now() + STOP_GRACE;
-        while state.tracker.in_flight() > 0 && state.delivery_error.is_none() {
+        while state.tracker.in_flight() > state.abandoned && state.delivery_error.is_none() {
             tokio::select! {
                 ack = state.acks.recv() => match ack {
                     Some(ack) => self.on_ack(state, ack).await,
