@@ -1,0 +1,52 @@
+//! Benchmark plugin: `poll` returns `max_records` copies of one prepared record whose value is
+//! `record.size` bytes, so a benchmark of the host↔guest boundary measures lifting the results
+//! rather than generating them.
+
+use wasm_connect_sdk::{
+    Config, ConfigDef, ConfigType, Connector, Data, Result, SourceConnector, SourceRecord,
+    SourceTask, Spec, export_source_connector, json,
+};
+
+pub struct BenchSource;
+
+impl Connector for BenchSource {
+    fn spec() -> Spec {
+        Spec::new(
+            "bench-source",
+            "0.1.0",
+            "Returns prepared records as fast as asked",
+        )
+        .config(
+            ConfigDef::new(
+                "record.size",
+                ConfigType::Int,
+                "Bytes of each record's value.",
+            )
+            .default(100),
+        )
+    }
+}
+
+impl SourceConnector for BenchSource {
+    type Task = Task;
+}
+
+pub struct Task {
+    record: SourceRecord,
+}
+
+impl SourceTask for Task {
+    fn create(config: Config) -> Result<Self> {
+        let size: usize = config.parse_or("record.size", 100)?;
+        Ok(Task {
+            record: SourceRecord::new(&json!("bench"), &json!(0), Data::Bytes(vec![b'x'; size]))
+                .with_topic("bench"),
+        })
+    }
+
+    fn poll(&mut self, max_records: u32) -> Result<Vec<SourceRecord>> {
+        Ok((0..max_records).map(|_| self.record.clone()).collect())
+    }
+}
+
+export_source_connector!(BenchSource);

@@ -1,0 +1,134 @@
+//! The broker side of the measurements: topics, pre-filled input, how far a topic has been
+//! written, and the broker-side timestamps of its first and last records.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+
+/// The producer settings wasm-connect's worker uses (`host/src/kafka/producer.rs`), so the
+/// native baseline sends the same way.
+pub fn producer_config(bootstrap: &str) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .set("batch.num.messages", "10000")
+        .set("batch.size", "1048576")
+        .set("queue.buffering.max.messages", "1000000")
+        .set("queue.buffering.max.kbytes", "1048576");
+    config
+}
+
+/// Create `topic` with one partition.
+pub async fn create_topic(bootstrap: &str, topic: &str) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    let results = admin
+        .create_topics(
+            [&NewTopic::new(topic, 1, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        )
+        .await?;
+    for r in results {
+        r.map_err(|(t, e)| anyhow::anyhow!("cannot create topic {t}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The record datagen would write for id `id` (key, value), so every system moves the same
+/// bytes.
+pub fn record(id: u64, value_size: usize) -> (String, String) {
+    (
+        id.to_string(),
+        datagen::value_json(id, 0, id, 0, value_size),
+    )
+}
+
+/// Write `count` records to `topic` with the worker's producer settings, waiting for every
+/// acknowledgement; returns the value bytes written.
+pub fn fill(bootstrap: &str, topic: &str, count: u64, value_size: usize) -> Result<u64> {
+    let producer: ThreadedProducer<DefaultProducerContext> = producer_config(bootstrap).create()?;
+    let mut bytes = 0;
+    for id in 0..count {
+        let (key, value) = record(id, value_size);
+        bytes += value.len() as u64 + 1;
+        let mut rec = BaseRecord::to(topic).key(&key).payload(&value);
+        loop {
+            match producer.send(rec) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    rec = back;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(120))?;
+    Ok(bytes)
+}
+
+fn reader(bootstrap: &str) -> Result<BaseConsumer> {
+    Ok(ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "wasm-connect-bench-reader")
+        .set("enable.auto.commit", "false")
+        .create()?)
+}
+
+/// Wait until `topic` holds `count` records (or `timeout` passes).
+pub fn wait_for_records(bootstrap: &str, topic: &str, count: u64, timeout: Duration) -> Result<()> {
+    let consumer = reader(bootstrap)?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let (_, high) = consumer
+            .fetch_watermarks(topic, 0, Duration::from_secs(5))
+            .unwrap_or((0, 0));
+        if high as u64 >= count {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{topic} holds {high} of {count} records after {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The timestamps (ms since the epoch) of the records at `first` and `last` of `topic`, and
+/// the value size of the last.
+pub fn timestamps(
+    bootstrap: &str,
+    topic: &str,
+    first: i64,
+    last: i64,
+) -> Result<(i64, i64, usize)> {
+    let consumer = reader(bootstrap)?;
+    let at = |offset: i64| -> Result<(i64, usize)> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Offset(offset))?;
+        consumer.assign(&tpl)?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Some(message) = consumer.poll(Duration::from_millis(200)) {
+                let message = message?;
+                let timestamp = message
+                    .timestamp()
+                    .to_millis()
+                    .context("record without a timestamp")?;
+                return Ok((timestamp, message.payload().map_or(0, <[u8]>::len)));
+            }
+        }
+        bail!("no record at offset {offset} of {topic}")
+    };
+    let (first, _) = at(first)?;
+    let (last, size) = at(last)?;
+    Ok((first, last, size))
+}

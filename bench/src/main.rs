@@ -1,0 +1,110 @@
+//! The end-to-end benchmark suite: wasm-connect against raw librdkafka and Apache Kafka Connect
+//! on the same machine and the same real broker, in one run. `scripts/bench` builds everything
+//! in release mode, fetches Kafka Connect, starts the broker and runs this; the results go to
+//! `BENCHMARKS.md` (tables) and `bench/results.json` (every run).
+//!
+//! ```text
+//! wasm-connect-bench run [--smoke] [--reps N] [--worker PATH] [--connect-libs DIR]
+//!                        [--criterion DIR] [--markdown FILE] [--json FILE]
+//! wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE
+//! wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE
+//! ```
+
+mod kafka;
+mod measure;
+mod native;
+mod report;
+mod systems;
+mod workloads;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+
+/// What `run` was asked to do.
+pub struct Options {
+    /// A few records per workload: proves the harness works, measures nothing.
+    pub smoke: bool,
+    pub reps: usize,
+    pub worker: PathBuf,
+    pub connect_libs: Option<PathBuf>,
+    pub criterion: Option<PathBuf>,
+    pub markdown: PathBuf,
+    pub json: PathBuf,
+    pub bootstrap: String,
+    /// The command line, for the report.
+    pub command: String,
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_default()
+}
+
+fn parse_run(args: &[String]) -> Result<Options> {
+    let repo = repo_root();
+    let mut options = Options {
+        smoke: false,
+        reps: 3,
+        worker: repo.join("target/release/wasm-connect"),
+        connect_libs: None,
+        criterion: None,
+        markdown: repo.join("BENCHMARKS.md"),
+        json: repo.join("bench/results.json"),
+        bootstrap: std::env::var("WASM_CONNECT_BENCH_BOOTSTRAP")
+            .unwrap_or_else(|_| "127.0.0.1:19092".into()),
+        command: format!("wasm-connect-bench {}", args.join(" ")),
+    };
+    let mut it = args.iter().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .with_context(|| format!("{arg} needs a value"))
+        };
+        match arg.as_str() {
+            "--smoke" => options.smoke = true,
+            "--reps" => options.reps = value()?.parse().context("--reps: a number")?,
+            "--worker" => options.worker = value()?.into(),
+            "--connect-libs" => options.connect_libs = Some(value()?.into()),
+            "--criterion" => options.criterion = Some(value()?.into()),
+            "--markdown" => options.markdown = value()?.into(),
+            "--json" => options.json = value()?.into(),
+            "--bootstrap" => options.bootstrap = value()?,
+            other => bail!("unknown option {other:?} (see the module docs of bench/src/main.rs)"),
+        }
+    }
+    if options.reps == 0 {
+        bail!("--reps must be at least 1");
+    }
+    if options.smoke {
+        options.reps = 1;
+    }
+    Ok(options)
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| -> Result<&str> {
+        args.get(i)
+            .map(String::as_str)
+            .with_context(|| format!("missing argument {i}"))
+    };
+    match args.first().map(String::as_str) {
+        Some("run") => {
+            let options = parse_run(&args)?;
+            let rt = tokio::runtime::Runtime::new()?;
+            let results = rt.block_on(workloads::run_all(&options, &repo_root()))?;
+            report::write(&options, &results)
+        }
+        Some("native-source") => {
+            native::source(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?)
+        }
+        Some("native-sink") => native::sink(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?),
+        _ => bail!(
+            "usage: wasm-connect-bench run|native-source|native-sink ... (see bench/src/main.rs)"
+        ),
+    }
+}

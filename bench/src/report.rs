@@ -1,0 +1,389 @@
+//! `BENCHMARKS.md` and `bench/results.json`: the tables (median and spread per workload and
+//! system, ratios, targets met or not), the machine, the command. Everything below the notes
+//! marker in an existing `BENCHMARKS.md` (profiling notes, written by hand) is kept.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result};
+
+use crate::Options;
+use crate::measure::Summary;
+use crate::workloads::{BoundaryPoint, Results, Run};
+
+/// Hand-written notes start after this line in BENCHMARKS.md.
+const NOTES_MARKER: &str = "<!-- notes: everything below is kept by the harness -->";
+
+const WASM: &str = "wasm-connect";
+const NATIVE: &str = "native rdkafka";
+const CONNECT: &str = "Kafka Connect";
+
+/// Criterion's estimates for the boundary benchmark (`<dir>/{source,sink}/<size>/<batch>`).
+pub fn read_criterion(dir: &Path) -> Vec<BoundaryPoint> {
+    let mut points = Vec::new();
+    for direction in ["source", "sink"] {
+        for size in ["100B", "1KiB", "10KiB"] {
+            for batch in [1u32, 10, 100, 1_000, 10_000] {
+                let file = dir.join(format!("{direction}/{size}/{batch}/new/estimates.json"));
+                let Ok(text) = std::fs::read_to_string(&file) else {
+                    continue;
+                };
+                let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
+                    continue;
+                };
+                let Some(ns) = json["mean"]["point_estimate"].as_f64() else {
+                    continue;
+                };
+                let per_record = ns / f64::from(batch);
+                points.push(BoundaryPoint {
+                    direction: direction.into(),
+                    record_size: size.into(),
+                    batch,
+                    ns_per_record: per_record,
+                    records_per_s: 1e9 / per_record,
+                });
+            }
+        }
+    }
+    points
+}
+
+fn summarize(
+    runs: &[Run],
+    workload: &str,
+    system: &str,
+    metric: impl Fn(&Run) -> Option<f64>,
+) -> Option<Summary> {
+    let values: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.workload == workload && r.system == system)
+        .filter_map(metric)
+        .collect();
+    Summary::of(&values)
+}
+
+fn cell(s: Option<Summary>, unit: &str, scale: f64) -> String {
+    match s {
+        None => "—".into(),
+        Some(s) if s.runs == 1 => format!("{:.0}{unit}", s.median / scale),
+        Some(s) => format!(
+            "{:.0}{unit} ({:.0}–{:.0})",
+            s.median / scale,
+            s.min / scale,
+            s.max / scale
+        ),
+    }
+}
+
+fn ratio(a: Option<Summary>, b: Option<Summary>) -> Option<f64> {
+    Some(a?.median / b?.median)
+}
+
+fn show(r: Option<f64>) -> String {
+    r.map_or("—".into(), |r| format!("{r:.2}"))
+}
+
+fn verdict(met: Option<bool>) -> &'static str {
+    match met {
+        Some(true) => "met",
+        Some(false) => "**not met**",
+        None => "not measured",
+    }
+}
+
+fn shell(command: &str, args: &[&str]) -> String {
+    Command::new(command)
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| {
+            let text = if o.stdout.is_empty() {
+                o.stderr
+            } else {
+                o.stdout
+            };
+            String::from_utf8_lossy(&text)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_owned()
+        })
+        .unwrap_or_default()
+}
+
+fn machine(worker: &Path) -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kib| kib / 1024.0 / 1024.0);
+    format!(
+        "- {model}, {cores} cores, {mem_gib:.0} GiB memory, Linux {}\n- {}; Java: {}\n- wasm-connect at commit {}: `{}`",
+        shell("uname", &["-r"]),
+        shell("rustc", &["--version"]),
+        shell("java", &["-version"]),
+        shell("git", &["rev-parse", "--short", "HEAD"]),
+        worker.display(),
+    )
+}
+
+/// Write the JSON and the Markdown.
+pub fn write(options: &Options, results: &Results) -> Result<()> {
+    if let Some(dir) = options.json.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&options.json, serde_json::to_string_pretty(results)?)
+        .with_context(|| format!("cannot write {}", options.json.display()))?;
+    let notes = std::fs::read_to_string(&options.markdown)
+        .ok()
+        .and_then(|old| {
+            old.split_once(NOTES_MARKER)
+                .map(|(_, notes)| notes.to_owned())
+        })
+        .unwrap_or_else(|| "\n## Profiling notes\n\n(none yet)\n".into());
+    let markdown = format!("{}{NOTES_MARKER}{notes}", render(options, results));
+    std::fs::write(&options.markdown, markdown)
+        .with_context(|| format!("cannot write {}", options.markdown.display()))?;
+    eprintln!(
+        "wrote {} and {}",
+        options.markdown.display(),
+        options.json.display()
+    );
+    Ok(())
+}
+
+fn render(options: &Options, results: &Results) -> String {
+    let runs = &results.runs;
+    let throughput = |w: &str, s: &str| summarize(runs, w, s, |r| r.throughput);
+    let startup = |w: &str, s: &str| summarize(runs, w, s, |r| r.startup_ms);
+    let rss =
+        |w: &str, s: &str| summarize(runs, w, s, |r| r.peak_rss_kib.map(|k| k as f64 * 1024.0));
+    let mut md = String::new();
+    let _ = writeln!(md, "# Benchmarks\n");
+    let _ = writeln!(
+        md,
+        "Results of one run of the suite{}: every system on the same machine, against the same Apache Kafka 4.4 broker (KRaft, one node, loopback), {} repetitions each. Medians, with the range over repetitions in brackets. The raw numbers are in `bench/results.json`. The run took {:.0} s.\n",
+        if options.smoke {
+            " (**smoke run: too small to mean anything**)"
+        } else {
+            ""
+        },
+        options.reps,
+        results.seconds
+    );
+    let _ = writeln!(md, "## Machine\n\n{}\n", machine(&options.worker));
+    let _ = writeln!(
+        md,
+        "## Reproduce\n\n```sh\nscripts/bench\n```\n\nIt builds wasm-connect and the harness in release mode, runs the boundary micro-benchmarks (`cargo bench -p wasm-connect-bench --bench boundary`), fetches Kafka Connect 4.3.1 (`connect-runtime`, `connect-file`, `connect-json`, `connect-test-plugins`) from Maven Central, starts the broker, and runs `{}`.\n",
+        options.command
+    );
+
+    let s1 = |s: &str| throughput("source-1-task", s);
+    let s2 = |s: &str| throughput("source-2-task", s);
+    let sk = |s: &str| throughput("sink", s);
+    let _ = writeln!(md, "## Throughput (records/s)\n");
+    let _ = writeln!(
+        md,
+        "Source: `datagen` (100-byte JSON values, string keys) through wasm-connect; the same records sent by rdkafka directly with the worker's producer settings; Kafka Connect's `VerifiableSourceConnector` (a long value in JSON with its schema envelope; the value sizes as they landed in Kafka are in the last column). Measured between the broker timestamps of the first and last record, so start-up does not count. Sink: a topic of 100-byte values copied to a file by `file-sink`, by an rdkafka consumer, by Kafka Connect's `FileStreamSink`; from the first byte in the file to the last.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| workload | {WASM} | {NATIVE} | {CONNECT} | {WASM} / native | {WASM} / {CONNECT} | value bytes (wasm-connect / Kafka Connect) |\n|---|---|---|---|---|---|---|"
+    );
+    for (workload, key) in [
+        ("source, 1 task", "source-1-task"),
+        ("source, 2 tasks", "source-2-task"),
+        ("sink, 1 task", "sink"),
+    ] {
+        let get = |s: &str| throughput(key, s);
+        let bytes = |s: &str| {
+            runs.iter()
+                .find(|r| r.workload == key && r.system == s)
+                .and_then(|r| r.value_bytes)
+                .map_or("—".into(), |b| b.to_string())
+        };
+        let _ = writeln!(
+            md,
+            "| {workload} | {} | {} | {} | {} | {} | {} / {} |",
+            cell(get(WASM), "", 1.0),
+            cell(get(NATIVE), "", 1.0),
+            cell(get(CONNECT), "", 1.0),
+            show(ratio(get(WASM), get(NATIVE))),
+            show(ratio(get(WASM), get(CONNECT))),
+            bytes(WASM),
+            bytes(CONNECT),
+        );
+    }
+
+    let _ = writeln!(
+        md,
+        "\n## Start-up (ms from process start to the first record acknowledged by the broker)\n"
+    );
+    let _ = writeln!(
+        md,
+        "| | {WASM} | {CONNECT} | {CONNECT} / {WASM} |\n|---|---|---|---|"
+    );
+    let warm = startup("startup-warm", WASM);
+    let cold = startup("startup-cold", WASM);
+    let kc = startup("startup-warm", CONNECT);
+    let _ = writeln!(
+        md,
+        "| warm (plugins in the compile cache) | {} | {} | {} |",
+        cell(warm, " ms", 1.0),
+        cell(kc, " ms", 1.0),
+        show(ratio(kc, warm))
+    );
+    let _ = writeln!(
+        md,
+        "| cold (empty data directory: plugins compiled) | {} | | |",
+        cell(cold, " ms", 1.0)
+    );
+
+    let _ = writeln!(md, "\n## Peak memory (resident set, MiB)\n");
+    let _ = writeln!(
+        md,
+        "| workload | {WASM} | {NATIVE} | {CONNECT} | {WASM} / {CONNECT} |\n|---|---|---|---|---|"
+    );
+    let mib = 1024.0 * 1024.0;
+    for (label, key) in [
+        ("source, 1 task", "source-1-task"),
+        ("source, 2 tasks", "source-2-task"),
+        ("sink, 1 task", "sink"),
+    ] {
+        let _ = writeln!(
+            md,
+            "| {label} | {} | {} | {} | {} |",
+            cell(rss(key, WASM), "", mib),
+            cell(rss(key, NATIVE), "", mib),
+            cell(rss(key, CONNECT), "", mib),
+            show(ratio(rss(key, WASM), rss(key, CONNECT))),
+        );
+    }
+
+    let _ = writeln!(
+        md,
+        "\n## Density (one worker, `datagen` tasks at one record a second each)\n"
+    );
+    let _ = writeln!(
+        md,
+        "| tasks | RSS (MiB) | peak RSS (MiB) | records/s | tasks that made progress | fewest records of a task |\n|---|---|---|---|---|---|"
+    );
+    for d in &results.density {
+        let _ = writeln!(
+            md,
+            "| {} | {:.0} | {:.0} | {:.0} | {} of {} | {} |",
+            d.tasks,
+            d.rss_kib.unwrap_or(0) as f64 / 1024.0,
+            d.peak_rss_kib.unwrap_or(0) as f64 / 1024.0,
+            d.throughput,
+            d.tasks_with_progress,
+            d.tasks,
+            d.min_task_records
+        );
+    }
+
+    if !results.boundary.is_empty() {
+        let _ = writeln!(
+            md,
+            "\n## Host↔guest boundary (ns per record; criterion, `bench/benches/boundary.rs`)\n"
+        );
+        let _ = writeln!(
+            md,
+            "`source`: the guest returns the batch from `poll`, the host lifts it. `sink`: the host lowers the batch into `put`.\n"
+        );
+        let _ = writeln!(
+            md,
+            "| direction | record | batch 1 | 10 | 100 | 1 000 | 10 000 |\n|---|---|---|---|---|---|---|"
+        );
+        let mut rows: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+        for p in &results.boundary {
+            rows.entry((p.direction.clone(), p.record_size.clone()))
+                .or_default()
+                .push(format!("{:.0}", p.ns_per_record));
+        }
+        for ((direction, size), cells) in rows {
+            let _ = writeln!(md, "| {direction} | {size} | {} |", cells.join(" | "));
+        }
+    }
+
+    let _ = writeln!(md, "\n## Targets\n\n| target | measured | |\n|---|---|---|");
+    let at_least = |r: Option<f64>, t: f64| r.map(|r| r >= t);
+    let at_most = |r: Option<f64>, t: f64| r.map(|r| r <= t);
+    let rows = [
+        (
+            "source throughput ≥ 0.9 × native (1 task)",
+            ratio(s1(WASM), s1(NATIVE)),
+            at_least(ratio(s1(WASM), s1(NATIVE)), 0.9),
+        ),
+        (
+            "sink throughput ≥ 0.9 × native",
+            ratio(sk(WASM), sk(NATIVE)),
+            at_least(ratio(sk(WASM), sk(NATIVE)), 0.9),
+        ),
+        (
+            "≥ 3 × Kafka Connect per task (source, 1 task)",
+            ratio(s1(WASM), s1(CONNECT)),
+            at_least(ratio(s1(WASM), s1(CONNECT)), 3.0),
+        ),
+        (
+            "≥ 3 × Kafka Connect per task (source, 2 tasks)",
+            ratio(s2(WASM), s2(CONNECT)),
+            at_least(ratio(s2(WASM), s2(CONNECT)), 3.0),
+        ),
+        (
+            "≥ 3 × Kafka Connect per task (sink)",
+            ratio(sk(WASM), sk(CONNECT)),
+            at_least(ratio(sk(WASM), sk(CONNECT)), 3.0),
+        ),
+        (
+            "warm start-up ≤ 1/20 of Kafka Connect's",
+            ratio(warm, kc),
+            at_most(ratio(warm, kc), 0.05),
+        ),
+        (
+            "peak RSS ≤ 1/10 of Kafka Connect's (source, 1 task)",
+            ratio(rss("source-1-task", WASM), rss("source-1-task", CONNECT)),
+            at_most(
+                ratio(rss("source-1-task", WASM), rss("source-1-task", CONNECT)),
+                0.1,
+            ),
+        ),
+        (
+            "peak RSS ≤ 1/10 of Kafka Connect's (sink)",
+            ratio(rss("sink", WASM), rss("sink", CONNECT)),
+            at_most(ratio(rss("sink", WASM), rss("sink", CONNECT)), 0.1),
+        ),
+    ];
+    for (target, measured, met) in rows {
+        let _ = writeln!(md, "| {target} | {} | {} |", show(measured), verdict(met));
+    }
+    let thousand = results.density.iter().find(|d| d.tasks == 1000);
+    let _ = writeln!(
+        md,
+        "| 1 000 tasks under 2 GiB RSS, every task making progress | {} | {} |",
+        thousand.map_or("—".into(), |d| format!(
+            "{:.0} MiB, {} of 1000 progressing",
+            d.peak_rss_kib.unwrap_or(0) as f64 / 1024.0,
+            d.tasks_with_progress
+        )),
+        verdict(
+            thousand.map(|d| d.peak_rss_kib.unwrap_or(u64::MAX) < 2 * 1024 * 1024
+                && d.tasks_with_progress == 1000)
+        ),
+    );
+    md.push('\n');
+    md
+}

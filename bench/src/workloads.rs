@@ -1,0 +1,469 @@
+//! The workloads, each run on every system it applies to, several times:
+//!
+//! - source throughput (1 and 2 tasks): records written to a topic; throughput from the broker
+//!   timestamps of the first and last record, so start-up does not count;
+//! - sink throughput: a pre-filled topic copied to a file; from the first byte in the file to
+//!   the last;
+//! - start-up: process start to the first record's timestamp, warm (compile cache filled) and
+//!   cold (empty data directory);
+//! - peak memory (`VmHWM`) of every run above;
+//! - density: 10, 100 and 1000 low-rate datagen tasks in one worker.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use crate::Options;
+use crate::kafka;
+use crate::measure::now_ms;
+use crate::systems::{Env, Job, Running, System};
+
+/// One measured run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Run {
+    pub workload: String,
+    pub system: &'static str,
+    pub rep: usize,
+    pub records: u64,
+    /// Records a second.
+    pub throughput: Option<f64>,
+    /// Process start to the first record acknowledged by the broker.
+    pub startup_ms: Option<f64>,
+    pub peak_rss_kib: Option<u64>,
+    /// Value size of a record as it landed in Kafka.
+    pub value_bytes: Option<usize>,
+}
+
+/// One density run.
+#[derive(Debug, Clone, Serialize)]
+pub struct DensityRun {
+    pub tasks: u32,
+    pub seconds: f64,
+    pub records: u64,
+    pub throughput: f64,
+    pub rss_kib: Option<u64>,
+    pub peak_rss_kib: Option<u64>,
+    /// Tasks that wrote at least one record during the measurement.
+    pub tasks_with_progress: u32,
+    pub min_task_records: u64,
+}
+
+/// One boundary micro-benchmark result (from criterion).
+#[derive(Debug, Clone, Serialize)]
+pub struct BoundaryPoint {
+    pub direction: String,
+    pub record_size: String,
+    pub batch: u32,
+    pub ns_per_record: f64,
+    pub records_per_s: f64,
+}
+
+/// Everything one run of the suite measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    pub runs: Vec<Run>,
+    pub density: Vec<DensityRun>,
+    pub boundary: Vec<BoundaryPoint>,
+    pub seconds: f64,
+}
+
+struct Suite {
+    env: Env,
+    work: tempfile::TempDir,
+    /// A filled compile cache, copied into each warm run's data directory.
+    warm_cache: std::path::PathBuf,
+    systems: Vec<System>,
+    counter: u64,
+}
+
+const VALUE_SIZE: usize = 100;
+
+/// Run every workload.
+pub async fn run_all(options: &Options, repo: &Path) -> Result<Results> {
+    let started = Instant::now();
+    // Absolute paths: each system runs in its own directory.
+    let worker = options.worker.canonicalize().with_context(|| {
+        format!(
+            "no wasm-connect binary at {} (build it, or pass --worker)",
+            options.worker.display()
+        )
+    })?;
+    let connect_libs = match &options.connect_libs {
+        Some(libs) => Some(
+            libs.canonicalize()
+                .with_context(|| format!("no Kafka Connect jars at {}", libs.display()))?,
+        ),
+        None => None,
+    };
+    let env = Env {
+        bootstrap: options.bootstrap.clone(),
+        repo: repo.to_owned(),
+        worker,
+        connect_libs,
+    };
+    let mut systems = vec![System::WasmConnect, System::Native];
+    if env.connect_libs.is_some() {
+        systems.push(System::KafkaConnect);
+    }
+    let work = tempfile::tempdir()?;
+    let mut suite = Suite {
+        env,
+        warm_cache: work.path().join("warm-cache"),
+        work,
+        systems,
+        counter: 0,
+    };
+    let mut runs = Vec::new();
+    let (count, reps) = if options.smoke {
+        (2_000, 1)
+    } else {
+        (300_000, options.reps)
+    };
+
+    // Cold start first: it also fills the compile cache the warm runs start from.
+    let startup_count = if options.smoke { 10 } else { 100 };
+    for rep in 0..reps {
+        runs.push(
+            suite
+                .source(
+                    System::WasmConnect,
+                    "startup-cold",
+                    1,
+                    startup_count,
+                    rep,
+                    false,
+                )
+                .await?,
+        );
+    }
+    for rep in 0..reps {
+        for &system in &suite.systems.clone() {
+            if system != System::Native {
+                runs.push(
+                    suite
+                        .source(system, "startup-warm", 1, startup_count, rep, true)
+                        .await?,
+                );
+            }
+        }
+    }
+    for tasks in [1, 2] {
+        for rep in 0..reps {
+            for &system in &suite.systems.clone() {
+                let workload = format!("source-{tasks}-task");
+                runs.push(
+                    suite
+                        .source(system, &workload, tasks, count, rep, true)
+                        .await?,
+                );
+            }
+        }
+    }
+    let topic = suite.topic("sink-input");
+    kafka::create_topic(&suite.env.bootstrap, &topic).await?;
+    let bytes = kafka::fill(&suite.env.bootstrap, &topic, count, VALUE_SIZE)?;
+    for rep in 0..reps {
+        for &system in &suite.systems.clone() {
+            runs.push(suite.sink(system, &topic, count, bytes, rep)?);
+        }
+    }
+    let mut density = Vec::new();
+    let (sizes, seconds): (&[u32], u64) = if options.smoke {
+        (&[10], 3)
+    } else {
+        (&[10, 100, 1000], 20)
+    };
+    for &tasks in sizes {
+        density.push(suite.density(tasks, Duration::from_secs(seconds)).await?);
+    }
+    let boundary = options
+        .criterion
+        .as_deref()
+        .map(crate::report::read_criterion)
+        .unwrap_or_default();
+    Ok(Results {
+        runs,
+        density,
+        boundary,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+impl Suite {
+    fn topic(&mut self, what: &str) -> String {
+        self.counter += 1;
+        format!("bench-{what}-{}-{}", now_ms(), self.counter)
+    }
+
+    fn run_dir(&mut self, what: &str) -> std::path::PathBuf {
+        self.counter += 1;
+        self.work.path().join(format!("{what}-{}", self.counter))
+    }
+
+    /// A fresh data directory, with the filled compile cache when `warm`.
+    fn data_dir(&mut self, warm: bool) -> Result<std::path::PathBuf> {
+        let data = self.run_dir("data");
+        std::fs::create_dir_all(&data)?;
+        if warm && self.warm_cache.exists() {
+            copy_dir(&self.warm_cache, &data.join("compiled"))?;
+        }
+        Ok(data)
+    }
+
+    async fn source(
+        &mut self,
+        system: System,
+        workload: &str,
+        tasks: u32,
+        count: u64,
+        rep: usize,
+        warm: bool,
+    ) -> Result<Run> {
+        let topic = self.topic(workload);
+        kafka::create_topic(&self.env.bootstrap, &topic).await?;
+        let dir = self.run_dir(workload);
+        let data = self.data_dir(warm)?;
+        let job = Job::Source {
+            topic: &topic,
+            count,
+            tasks,
+            value_size: VALUE_SIZE,
+        };
+        let mut running = self.env.start(system, &job, &dir, &data)?;
+        let done = wait_for(&mut running, || {
+            kafka::wait_for_records(
+                &self.env.bootstrap,
+                &topic,
+                count,
+                Duration::from_millis(50),
+            )
+            .is_ok()
+        });
+        let mut peak = running.peak_rss_kib();
+        let started_ms = running.started_ms;
+        let log = running.log.clone();
+        finish(system, running, done)?;
+        if system == System::Native {
+            peak = native_peak(&log);
+        }
+        if system == System::WasmConnect && !self.warm_cache.exists() {
+            copy_dir(&data.join("compiled"), &self.warm_cache)?;
+        }
+        let (first, last, value_bytes) =
+            kafka::timestamps(&self.env.bootstrap, &topic, 0, count as i64 - 1)?;
+        let span = ((last - first) as f64 / 1000.0).max(0.001);
+        eprintln!(
+            "{workload} {} rep {rep}: {:.0} records/s, first record after {} ms",
+            system.name(),
+            (count - 1) as f64 / span,
+            first - started_ms
+        );
+        Ok(Run {
+            workload: workload.to_owned(),
+            system: system.name(),
+            rep,
+            records: count,
+            throughput: (count > 1 && !workload.starts_with("startup"))
+                .then(|| (count - 1) as f64 / span),
+            startup_ms: Some((first - started_ms) as f64),
+            peak_rss_kib: peak,
+            value_bytes: Some(value_bytes),
+        })
+    }
+
+    fn sink(
+        &mut self,
+        system: System,
+        topic: &str,
+        count: u64,
+        bytes: u64,
+        rep: usize,
+    ) -> Result<Run> {
+        let dir = self.run_dir("sink");
+        let data = self.data_dir(true)?;
+        let out = dir.join("out");
+        std::fs::create_dir_all(&out)?;
+        let file = out.join("sink.txt");
+        let job = Job::Sink {
+            topic,
+            count,
+            file: &file,
+        };
+        let mut running = self.env.start(system, &job, &dir, &data)?;
+        let mut first_byte = None;
+        let done = wait_for(&mut running, || {
+            let size = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+            if size > 0 && first_byte.is_none() {
+                first_byte = Some(Instant::now());
+            }
+            size >= bytes
+        });
+        let finished = Instant::now();
+        let mut peak = running.peak_rss_kib();
+        let log = running.log.clone();
+        finish(system, running, done)?;
+        if system == System::Native {
+            peak = native_peak(&log);
+        }
+        let span = first_byte
+            .map(|t| finished.duration_since(t).as_secs_f64())
+            .unwrap_or(0.0)
+            .max(0.001);
+        eprintln!(
+            "sink {} rep {rep}: {:.0} records/s",
+            system.name(),
+            count as f64 / span
+        );
+        Ok(Run {
+            workload: "sink".into(),
+            system: system.name(),
+            rep,
+            records: count,
+            throughput: Some(count as f64 / span),
+            startup_ms: None,
+            peak_rss_kib: peak,
+            value_bytes: Some(VALUE_SIZE),
+        })
+    }
+
+    async fn density(&mut self, tasks: u32, duration: Duration) -> Result<DensityRun> {
+        let topic = self.topic("density");
+        kafka::create_topic(&self.env.bootstrap, &topic).await?;
+        let dir = self.run_dir("density");
+        let data = self.data_dir(true)?;
+        let mut running = self.env.start(
+            System::WasmConnect,
+            &Job::Density {
+                topic: &topic,
+                tasks,
+            },
+            &dir,
+            &data,
+        )?;
+        let url = running.rest_url(Duration::from_secs(120))?;
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            running.check_alive()?;
+            let status: serde_json::Value = client
+                .get(format!("{url}/connectors/bench-density/status"))
+                .send()
+                .await?
+                .json()
+                .await
+                .unwrap_or_default();
+            let running_tasks = status["tasks"]
+                .as_array()
+                .map_or(0, |t| t.iter().filter(|t| t["state"] == "RUNNING").count());
+            if running_tasks == tasks as usize {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("{running_tasks} of {tasks} tasks running after 300 s");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let before = task_counts(&client, &url, tasks).await?;
+        let started = Instant::now();
+        tokio::time::sleep(duration).await;
+        let after = task_counts(&client, &url, tasks).await?;
+        let seconds = started.elapsed().as_secs_f64();
+        let rss_kib = running.rss_kib();
+        let peak_rss_kib = running.peak_rss_kib();
+        running.kill();
+        let deltas: Vec<u64> = after
+            .iter()
+            .zip(&before)
+            .map(|(a, b)| a.saturating_sub(*b))
+            .collect();
+        let records: u64 = deltas.iter().sum();
+        let run = DensityRun {
+            tasks,
+            seconds,
+            records,
+            throughput: records as f64 / seconds,
+            rss_kib,
+            peak_rss_kib,
+            tasks_with_progress: deltas.iter().filter(|d| **d > 0).count() as u32,
+            min_task_records: deltas.iter().copied().min().unwrap_or(0),
+        };
+        eprintln!("density {tasks}: {run:?}");
+        Ok(run)
+    }
+}
+
+/// `records_done` of every task.
+async fn task_counts(client: &reqwest::Client, url: &str, tasks: u32) -> Result<Vec<u64>> {
+    let mut counts = Vec::with_capacity(tasks as usize);
+    for id in 0..tasks {
+        let metrics: serde_json::Value = client
+            .get(format!("{url}/connectors/bench-density/tasks/{id}/metrics"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        counts.push(metrics["records_done"].as_u64().context("records_done")?);
+    }
+    Ok(counts)
+}
+
+/// Poll `done` until it holds (checking the process stays up); false after 10 minutes.
+fn wait_for(running: &mut Running, mut done: impl FnMut() -> bool) -> Result<bool> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while Instant::now() < deadline {
+        if done() {
+            return Ok(true);
+        }
+        running.check_alive()?;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(false)
+}
+
+/// End a run: the native baseline exits by itself; the workers are killed.
+fn finish(system: System, running: Running, done: Result<bool>) -> Result<()> {
+    let log = running.log.clone();
+    let done = match done {
+        Ok(done) => done,
+        Err(e) => {
+            running.kill();
+            return Err(e);
+        }
+    };
+    if system == System::Native {
+        running.wait(Duration::from_secs(120))?;
+    } else {
+        running.kill();
+    }
+    if !done {
+        bail!(
+            "{} did not finish its job; see {}",
+            system.name(),
+            log.display()
+        );
+    }
+    Ok(())
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The native baseline reports its own peak memory as it exits.
+fn native_peak(log: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(log).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("peak_rss_kib="))?
+        .trim()
+        .parse()
+        .ok()
+}
