@@ -93,6 +93,15 @@ impl Running {
         Ok(())
     }
 
+    /// Whether the process has exited successfully (an unsuccessful exit is an error).
+    pub fn exited_cleanly(&mut self) -> Result<bool> {
+        match self.child.try_wait()? {
+            Some(status) if status.success() => Ok(true),
+            Some(_) => self.check_alive().map(|()| false),
+            None => Ok(false),
+        }
+    }
+
     /// Kill the process (measurements are taken by then).
     pub fn kill(mut self) {
         let _ = self.child.kill();

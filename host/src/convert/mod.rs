@@ -139,6 +139,31 @@ impl Converter {
         }
     }
 
+    /// Like [`Converter::to_kafka`], but taking the data: the string and bytes converters reuse
+    /// its buffer instead of copying it (the source hot path). On failure the data comes back
+    /// with the message, for the dead-letter queue.
+    pub fn into_kafka(
+        &self,
+        data: Option<Data>,
+    ) -> Result<Option<Vec<u8>>, (String, Option<Data>)> {
+        let Some(data) = data else { return Ok(None) };
+        match (self, data) {
+            (Converter::Bytes, Data::Bytes(b)) => Ok(Some(b)),
+            (Converter::Bytes | Converter::String, Data::Text(s) | Data::Json(s)) => {
+                Ok(Some(s.into_bytes()))
+            }
+            (Converter::String, Data::Bytes(b)) => match String::from_utf8(b) {
+                Ok(s) => Ok(Some(s.into_bytes())),
+                Err(e) => Err((
+                    "the string converter got bytes that are not UTF-8; use the bytes converter"
+                        .to_owned(),
+                    Some(Data::Bytes(e.into_bytes())),
+                )),
+            },
+            (json, data) => json.to_kafka(Some(&data)).map_err(|m| (m, Some(data))),
+        }
+    }
+
     /// Kafka bytes to plugin data. `None` (null) stays null.
     pub fn from_kafka(&self, bytes: Option<&[u8]>) -> Result<Option<Data>, String> {
         let Some(bytes) = bytes else { return Ok(None) };
@@ -218,6 +243,34 @@ mod tests {
     fn roundtrip(c: Converter, data: Data) -> Option<Data> {
         let bytes = c.to_kafka(Some(&data)).unwrap();
         c.from_kafka(bytes.as_deref()).unwrap()
+    }
+
+    #[test]
+    fn into_kafka_matches_to_kafka_and_returns_the_data_on_failure() {
+        for converter in [
+            Converter::String,
+            Converter::Bytes,
+            Converter::Json { schemas: false },
+            Converter::Json { schemas: true },
+        ] {
+            for data in [
+                Data::Text("é".into()),
+                Data::Json("{\"a\":1}".into()),
+                Data::Bytes(b"xy".to_vec()),
+            ] {
+                assert_eq!(
+                    converter.into_kafka(Some(data.clone())).ok(),
+                    converter.to_kafka(Some(&data)).ok(),
+                    "{converter:?} {data:?}"
+                );
+            }
+        }
+        let (message, back) = Converter::String
+            .into_kafka(Some(Data::Bytes(vec![0xff])))
+            .unwrap_err();
+        assert!(message.contains("not UTF-8"));
+        assert_eq!(back, Some(Data::Bytes(vec![0xff])));
+        assert_eq!(Converter::String.into_kafka(None), Ok(None));
     }
 
     #[test]

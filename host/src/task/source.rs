@@ -26,6 +26,7 @@ use crate::kafka::producer::{Ack, AckTarget, DeliveryError, Outgoing, Producer};
 use crate::kafka::topics::TopicCreator;
 use crate::offsets::{FileOffsetStore, SubmittedRecords};
 use crate::sandbox::SourceTaskInstance;
+use crate::sandbox::bindings::types::Data;
 use crate::sandbox::instance::{SourcePosition, SourceRecord};
 
 /// How long a stopping task waits for outstanding acknowledgements.
@@ -96,6 +97,8 @@ struct Loop {
     abandoned: usize,
     /// The last source partition text seen and its canonical form.
     last_partition: Option<(String, String)>,
+    /// The topic of the previous record (checked to exist and noted as active).
+    last_topic: String,
 }
 
 impl SourceRunner {
@@ -110,6 +113,7 @@ impl SourceRunner {
             in_flight_bytes: 0,
             abandoned: 0,
             last_partition: None,
+            last_topic: String::new(),
         };
         let outcome = self.poll_loop(&mut state, &mut stop).await;
         // Whatever happened, record what Kafka has acknowledged so nothing is replayed twice
@@ -143,6 +147,7 @@ impl SourceRunner {
             if last_flush.elapsed() >= self.settings.flush_interval {
                 self.flush(state).await?;
                 last_flush = Instant::now();
+                state.last_topic.clear();
             }
             match control(stop) {
                 Control::Stop => return Ok(()),
@@ -210,17 +215,23 @@ impl SourceRunner {
         &mut self,
         state: &mut Loop,
         index: usize,
-        record: SourceRecord,
+        mut record: SourceRecord,
         default_topic: Option<&str>,
     ) -> Result<(), Failure> {
-        let topic = record.topic.as_deref().or(default_topic).ok_or_else(|| {
+        let own_topic = record.topic.take();
+        let topic = own_topic.as_deref().or(default_topic).ok_or_else(|| {
             format!(
                 "record {index} of the batch (source partition {}, offset {}): it names no topic and the connector config has no `topic`",
                 record.source_partition, record.source_offset
             )
         })?;
-        self.topics.ensure(topic, &self.config).await?;
-        note_topic(&self.topics_used, topic);
+        // Consecutive records mostly share a topic; the check is repeated after each flush so a
+        // topics reset notices the topic again.
+        if state.last_topic != topic {
+            self.topics.ensure(topic, &self.config).await?;
+            note_topic(&self.topics_used, topic);
+            topic.clone_into(&mut state.last_topic);
+        }
         let (partition, offset) = canonical_position(state, &record).map_err(|e| {
             Failure::from(format!(
                 "record {index} of the batch (source partition {}, offset {}): {e}",
@@ -237,7 +248,7 @@ impl SourceRunner {
             dlq: false,
         };
         let outcome = self
-            .deliver(&record, topic, (partition, offset), bytes, target)
+            .deliver(record, topic, (partition, offset), bytes, target)
             .await;
         if outcome.is_err() {
             // Failing the task: this record will never be acknowledged.
@@ -249,33 +260,37 @@ impl SourceRunner {
     /// Check, convert and send a submitted record; a bad record goes to error handling.
     async fn deliver(
         &mut self,
-        record: &SourceRecord,
+        record: SourceRecord,
         topic: &str,
-        (partition, offset): (String, String),
+        position: (String, String),
         bytes: usize,
         ack: AckTarget,
     ) -> Result<(), Failure> {
-        let target = || ack.clone();
-        let headers: Vec<(String, Option<Vec<u8>>)> = record
-            .headers
-            .iter()
-            .map(|h| (h.key.clone(), h.value.clone()))
-            .collect();
+        let SourceRecord {
+            key,
+            value,
+            headers,
+            timestamp,
+            partition: kafka_partition,
+            ..
+        } = record;
+        let headers: Vec<(String, Option<Vec<u8>>)> =
+            headers.into_iter().map(|h| (h.key, h.value)).collect();
         // What a dead-letter record carries when conversion did not get that far.
-        let raw = |error: RecordError| {
-            let record = FailedRecord {
-                topic: topic.to_owned(),
-                key: record.key.as_ref().map(|d| raw_bytes(d).to_vec()),
-                value: record.value.as_ref().map(|d| raw_bytes(d).to_vec()),
-                headers: headers.clone(),
-                timestamp: record.timestamp,
-                source_position: Some((partition.clone(), offset.clone())),
-                ..Default::default()
-            };
-            (error, record)
+        let failed = |key: Option<Vec<u8>>,
+                      value: Option<Vec<u8>>,
+                      headers: &[(String, Option<Vec<u8>>)]| FailedRecord {
+            topic: topic.to_owned(),
+            key,
+            value,
+            headers: headers.to_vec(),
+            timestamp,
+            source_position: Some(position.clone()),
+            ..Default::default()
         };
+        let raw = |data: &Option<Data>| data.as_ref().map(|d| raw_bytes(d).to_vec());
         if bytes > self.settings.record_max_bytes {
-            let (error, failed) = raw(RecordError::new(
+            let error = RecordError::new(
                 Stage::TaskPoll,
                 &self.plugin,
                 "RecordTooLarge",
@@ -283,31 +298,34 @@ impl SourceRunner {
                     "the record is {bytes} bytes, over the limit of {} bytes (sandbox.record.max.bytes)",
                     self.settings.record_max_bytes
                 ),
-            ));
-            return self.errors.report(error, failed, target()).await.map(drop);
+            );
+            let record = failed(raw(&key), raw(&value), &headers);
+            return self.errors.report(error, record, ack).await.map(drop);
         }
-        let key = match self.key_converter.to_kafka(record.key.as_ref()) {
+        let key = match self.key_converter.into_kafka(key) {
             Ok(key) => key,
-            Err(e) => {
-                let (error, failed) = raw(RecordError::new(
+            Err((e, key)) => {
+                let error = RecordError::new(
                     Stage::KeyConverter,
                     self.key_converter.name(),
                     "ConversionError",
                     format!("the key converter failed: {e}"),
-                ));
-                return self.errors.report(error, failed, target()).await.map(drop);
+                );
+                let record = failed(raw(&key), raw(&value), &headers);
+                return self.errors.report(error, record, ack).await.map(drop);
             }
         };
-        let value = match self.value_converter.to_kafka(record.value.as_ref()) {
+        let value = match self.value_converter.into_kafka(value) {
             Ok(value) => value,
-            Err(e) => {
-                let (error, failed) = raw(RecordError::new(
+            Err((e, value)) => {
+                let error = RecordError::new(
                     Stage::ValueConverter,
                     self.value_converter.name(),
                     "ConversionError",
                     format!("the value converter failed: {e}"),
-                ));
-                return self.errors.report(error, failed, target()).await.map(drop);
+                );
+                let record = failed(key, raw(&value), &headers);
+                return self.errors.report(error, record, ack).await.map(drop);
             }
         };
         let owned_headers = (!headers.is_empty()).then(|| {
@@ -326,13 +344,13 @@ impl SourceRunner {
             .send(
                 Outgoing {
                     topic,
-                    partition: record.partition,
+                    partition: kafka_partition,
                     key: key.as_deref(),
                     value: value.as_deref(),
                     headers: owned_headers,
-                    timestamp: record.timestamp,
+                    timestamp,
                 },
-                target(),
+                ack.clone(),
             )
             .await;
         match sent {
@@ -340,16 +358,8 @@ impl SourceRunner {
             Err(e) if e.rejects_record => {
                 let error =
                     RecordError::new(Stage::KafkaProduce, "producer", "RecordRejected", e.message);
-                let failed = FailedRecord {
-                    topic: topic.to_owned(),
-                    key,
-                    value,
-                    headers,
-                    timestamp: record.timestamp,
-                    source_position: Some((partition, offset)),
-                    ..Default::default()
-                };
-                self.errors.report(error, failed, target()).await.map(drop)
+                let record = failed(key, value, &headers);
+                self.errors.report(error, record, ack).await.map(drop)
             }
             Err(e) => Err(Failure::from(e.message)),
         }
