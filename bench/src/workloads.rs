@@ -69,6 +69,19 @@ pub struct Results {
     pub seconds: f64,
 }
 
+impl Drop for Suite {
+    fn drop(&mut self) {
+        if std::env::var_os("WASM_CONNECT_BENCH_KEEP").is_some() {
+            let keep = tempfile::tempdir().map(|d| d.keep());
+            if let Ok(dir) = keep {
+                let _ = std::fs::remove_dir(&dir);
+                let _ = std::fs::rename(self.work.path(), &dir);
+                eprintln!("run directories kept in {}", dir.display());
+            }
+        }
+    }
+}
+
 struct Suite {
     env: Env,
     work: tempfile::TempDir,
@@ -108,6 +121,9 @@ pub async fn run_all(options: &Options, repo: &Path) -> Result<Results> {
         systems.push(System::KafkaConnect);
     }
     let work = tempfile::tempdir()?;
+    if std::env::var_os("WASM_CONNECT_BENCH_KEEP").is_some() {
+        eprintln!("keeping the run directories in {}", work.path().display());
+    }
     let mut suite = Suite {
         env,
         warm_cache: work.path().join("warm-cache"),
