@@ -121,6 +121,41 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "(hostname:pid)",
         "This worker's id in statuses.",
     ),
+    (
+        "task.restart.max.attempts",
+        "5",
+        "Restarts of a failed task within the window before it stays FAILED.",
+    ),
+    (
+        "task.restart.window.ms",
+        "600000",
+        "The window in which restarts are counted.",
+    ),
+    (
+        "task.restart.backoff.initial.ms",
+        "1000",
+        "Wait before the first restart; doubles per restart.",
+    ),
+    (
+        "task.restart.backoff.max.ms",
+        "60000",
+        "Longest wait between restarts.",
+    ),
+    (
+        "listeners",
+        "http://127.0.0.1:8083",
+        "Where the REST API listens.",
+    ),
+    (
+        "rest.auth.token.file",
+        "(none)",
+        "File of bearer tokens the REST API accepts.",
+    ),
+    (
+        "rest.auth.basic.file",
+        "(none)",
+        "File of user:password lines the REST API accepts.",
+    ),
 ];
 
 /// Prefixes of keys passed to the Kafka clients (as Kafka Connect's `producer.`, `consumer.`).
