@@ -8,23 +8,46 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{
+    BaseRecord, DefaultProducerContext, Producer, ProducerContext, ThreadedProducer,
+};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
-/// The producer settings wasm-connect's worker uses (`host/src/kafka/producer.rs`), so the
-/// native baseline sends the same way.
+/// The producer settings wasm-connect's worker uses, so the native baseline sends the same way.
 pub fn producer_config(bootstrap: &str) -> ClientConfig {
     let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", bootstrap);
+    for (key, value) in wasm_connect::kafka::producer::SETTINGS {
+        config.set(*key, *value);
+    }
     config
-        .set("bootstrap.servers", bootstrap)
-        .set("acks", "all")
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "5")
-        .set("batch.num.messages", "10000")
-        .set("batch.size", "1048576")
-        .set("queue.buffering.max.messages", "1000000")
-        .set("queue.buffering.max.kbytes", "1048576");
-    config
+}
+
+/// Queue datagen's records `0..count` on `producer` (waiting while its queue is full) and flush;
+/// returns the value bytes, newlines included (the size of a sink's output file).
+pub fn send_records<C: ProducerContext<DeliveryOpaque = ()>>(
+    producer: &ThreadedProducer<C>,
+    topic: &str,
+    count: u64,
+    value_size: usize,
+) -> Result<u64> {
+    let mut bytes = 0;
+    for id in 0..count {
+        let (key, value) = record(id, value_size);
+        bytes += value.len() as u64 + 1;
+        let mut rec = BaseRecord::to(topic).key(&key).payload(&value);
+        loop {
+            match producer.send(rec) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    rec = back;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(300))?;
+    Ok(bytes)
 }
 
 /// Create `topic` with one partition.
@@ -57,23 +80,7 @@ pub fn record(id: u64, value_size: usize) -> (String, String) {
 /// acknowledgement; returns the value bytes written.
 pub fn fill(bootstrap: &str, topic: &str, count: u64, value_size: usize) -> Result<u64> {
     let producer: ThreadedProducer<DefaultProducerContext> = producer_config(bootstrap).create()?;
-    let mut bytes = 0;
-    for id in 0..count {
-        let (key, value) = record(id, value_size);
-        bytes += value.len() as u64 + 1;
-        let mut rec = BaseRecord::to(topic).key(&key).payload(&value);
-        loop {
-            match producer.send(rec) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    rec = back;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-        }
-    }
-    producer.flush(Duration::from_secs(120))?;
-    Ok(bytes)
+    send_records(&producer, topic, count, value_size)
 }
 
 fn reader(bootstrap: &str) -> Result<BaseConsumer> {

@@ -13,9 +13,9 @@ use rdkafka::ClientConfig;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{DeliveryResult, ProducerContext, ThreadedProducer};
 
-use crate::kafka::{producer_config, record};
+use crate::kafka::{producer_config, send_records};
 
 struct Acks(Arc<AtomicU64>);
 
@@ -36,20 +36,7 @@ pub fn source(bootstrap: &str, topic: &str, count: u64, value_size: usize) -> Re
     let acked = Arc::new(AtomicU64::new(0));
     let producer: ThreadedProducer<Acks> =
         producer_config(bootstrap).create_with_context(Acks(Arc::clone(&acked)))?;
-    for id in 0..count {
-        let (key, value) = record(id, value_size);
-        let mut rec = BaseRecord::to(topic).key(&key).payload(&value);
-        loop {
-            match producer.send(rec) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    rec = back;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-        }
-    }
-    producer.flush(Duration::from_secs(300))?;
+    send_records(&producer, topic, count, value_size)?;
     let acked = acked.load(Ordering::Relaxed);
     if acked != count {
         bail!("{acked} of {count} records acknowledged");

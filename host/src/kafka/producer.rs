@@ -138,6 +138,18 @@ impl std::fmt::Display for SendError {
     }
 }
 
+/// The producer's delivery settings (before the worker's `producer.*` overrides); the
+/// benchmarks' native baseline sends with the same.
+pub const SETTINGS: &[(&str, &str)] = &[
+    ("acks", "all"),
+    ("enable.idempotence", "true"),
+    ("linger.ms", "5"),
+    ("batch.num.messages", "10000"),
+    ("batch.size", "1048576"),
+    ("queue.buffering.max.messages", "1000000"),
+    ("queue.buffering.max.kbytes", "1048576"),
+];
+
 /// The shared producer.
 pub struct Producer {
     inner: ThreadedProducer<AckRouter>,
@@ -162,14 +174,9 @@ impl Producer {
         overrides: &[(String, String)],
     ) -> Result<Self, String> {
         let mut config = super::base_config(bootstrap, client_id);
-        config
-            .set("acks", "all")
-            .set("enable.idempotence", "true")
-            .set("linger.ms", "5")
-            .set("batch.num.messages", "10000")
-            .set("batch.size", "1048576")
-            .set("queue.buffering.max.messages", "1000000")
-            .set("queue.buffering.max.kbytes", "1048576");
+        for (key, value) in SETTINGS {
+            config.set(*key, *value);
+        }
         super::apply(&mut config, overrides);
         let inner = config
             .create_with_context(AckRouter)

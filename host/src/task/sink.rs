@@ -201,11 +201,15 @@ impl SinkRunner {
                                 ));
                             }
                         }
-                        match consumed.get_mut(&(m.topic().to_owned(), m.partition())) {
-                            Some(end) => *end = m.offset() + 1,
+                        // (No owned key for the lookup: this runs per record.)
+                        let end = m.offset() + 1;
+                        match consumed
+                            .iter_mut()
+                            .find(|((t, p), _)| t == m.topic() && *p == m.partition())
+                        {
+                            Some((_, e)) => *e = end,
                             None => {
-                                consumed
-                                    .insert((m.topic().to_owned(), m.partition()), m.offset() + 1);
+                                consumed.insert((m.topic().to_owned(), m.partition()), end);
                             }
                         }
                     }
