@@ -47,12 +47,16 @@ pub fn source(bootstrap: &str, topic: &str, count: u64, value_size: usize) -> Re
 
 /// Copy `count` records of `topic` into `file`, one value per line.
 pub fn sink(bootstrap: &str, topic: &str, count: u64, file: &str) -> Result<()> {
-    let consumer: BaseConsumer = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", bootstrap)
         .set("group.id", format!("native-sink-{topic}"))
         .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false")
-        .create()?;
+        .set("enable.auto.commit", "false");
+    for (key, value) in wasm_connect::kafka::consumer::SETTINGS {
+        config.set(*key, *value);
+    }
+    let consumer: BaseConsumer = config.create()?;
     consumer.subscribe(&[topic])?;
     let mut out = BufWriter::with_capacity(64 * 1024, File::create(file).context("output file")?);
     let mut seen = 0;

@@ -100,6 +100,15 @@ impl Subscription {
     }
 }
 
+/// The sink consumers' settings besides group and offset handling; `consumer.*` in the worker
+/// config overrides them. Public so the benchmarks' native baseline consumes the same way.
+///
+/// librdkafka stops prefetching a partition once `queued.min.messages` are buffered, and
+/// then waits `fetch.queue.backoff.ms` (1 s by default) before it looks again. A task that
+/// drains the buffer faster than that sat idle most of each second: the sink ran at an eighth
+/// of its speed until this was lowered (see BENCHMARKS.md).
+pub const SETTINGS: &[(&str, &str)] = &[("fetch.queue.backoff.ms", "10")];
+
 /// Create and subscribe a consumer for one task of connector `connector`.
 pub fn create(
     bootstrap: &str,
@@ -116,6 +125,9 @@ pub fn create(
         .set("auto.offset.reset", "earliest")
         .set("partition.assignment.strategy", "cooperative-sticky")
         .set("enable.partition.eof", "false");
+    for (key, value) in SETTINGS {
+        config.set(*key, *value);
+    }
     super::apply(&mut config, overrides);
     let (tx, rx) = mpsc::unbounded_channel();
     let consumer: SinkConsumer = config
