@@ -6,6 +6,7 @@
 //! ```text
 //! wasm-connect-bench run [--smoke] [--reps N] [--worker PATH] [--connect-libs DIR]
 //!                        [--criterion DIR] [--markdown FILE] [--json FILE]
+//!                        [--only startup,source,sink,density]
 //! wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE
 //! wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE
 //! ```
@@ -34,6 +35,21 @@ pub struct Options {
     pub bootstrap: String,
     /// The command line, for the report.
     pub command: String,
+    /// Only these workload groups (empty: all). A partial run prints its tables instead of
+    /// replacing `BENCHMARKS.md`, unless `--markdown` names a file.
+    pub only: Vec<String>,
+    /// Whether `--markdown` was given.
+    pub markdown_given: bool,
+}
+
+/// The workload groups `--only` chooses from.
+pub const GROUPS: &[&str] = &["startup", "source", "sink", "density"];
+
+impl Options {
+    /// Whether workload group `group` (one of [`GROUPS`]) runs.
+    pub fn runs(&self, group: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|g| g == group)
+    }
 }
 
 fn repo_root() -> PathBuf {
@@ -56,6 +72,8 @@ fn parse_run(args: &[String]) -> Result<Options> {
         bootstrap: std::env::var("WASM_CONNECT_BENCH_BOOTSTRAP")
             .unwrap_or_else(|_| "127.0.0.1:19092".into()),
         command: format!("wasm-connect-bench {}", args.join(" ")),
+        only: Vec::new(),
+        markdown_given: false,
     };
     let mut it = args.iter().skip(1);
     while let Some(arg) = it.next() {
@@ -70,7 +88,18 @@ fn parse_run(args: &[String]) -> Result<Options> {
             "--worker" => options.worker = value()?.into(),
             "--connect-libs" => options.connect_libs = Some(value()?.into()),
             "--criterion" => options.criterion = Some(value()?.into()),
-            "--markdown" => options.markdown = value()?.into(),
+            "--markdown" => {
+                options.markdown = value()?.into();
+                options.markdown_given = true;
+            }
+            "--only" => {
+                for group in value()?.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+                    if !GROUPS.contains(&group) {
+                        bail!("--only: unknown workload group {group:?} (one of {GROUPS:?})");
+                    }
+                    options.only.push(group.to_owned());
+                }
+            }
             "--json" => options.json = value()?.into(),
             "--bootstrap" => options.bootstrap = value()?,
             other => bail!("unknown option {other:?} (see the module docs of bench/src/main.rs)"),

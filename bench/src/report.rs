@@ -142,6 +142,11 @@ fn machine(worker: &Path) -> String {
 
 /// Write the JSON and the Markdown.
 pub fn write(options: &Options, results: &Results) -> Result<()> {
+    if !options.only.is_empty() && !options.markdown_given {
+        // A partial run must not replace the full table; show it instead.
+        println!("{}", render(options, results));
+        return Ok(());
+    }
     if let Some(dir) = options.json.parent() {
         std::fs::create_dir_all(dir)?;
     }
