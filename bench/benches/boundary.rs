@@ -3,7 +3,8 @@
 //! batch from `poll` and the host lifts it. `sink`: the host lowers a batch into `put`. The
 //! plugins (`bench/plugins`) do no work of their own beyond cloning a prepared record.
 //!
-//! Run with `cargo bench -p wasm-connect-bench --bench boundary` (after `scripts/build-plugins`).
+//! Run with `cargo bench --profile release -p wasm-connect-bench --bench boundary` (after
+//! `scripts/build-plugins`).
 
 use std::path::PathBuf;
 use std::time::Duration;
