@@ -137,3 +137,37 @@ fn main() -> Result<()> {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{GROUPS, parse_run};
+
+    fn args(list: &[&str]) -> Vec<String> {
+        std::iter::once("run")
+            .chain(list.iter().copied())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn only_selects_workload_groups() {
+        let all = parse_run(&args(&[])).expect("no options");
+        assert!(GROUPS.iter().all(|g| all.runs(g)));
+        let some = parse_run(&args(&["--only", "sink, density"])).expect("valid groups");
+        assert!(some.runs("sink") && some.runs("density"));
+        assert!(!some.runs("source") && !some.runs("startup"));
+        assert!(
+            !some.markdown_given,
+            "a partial run leaves BENCHMARKS.md alone"
+        );
+    }
+
+    #[test]
+    fn only_rejects_unknown_groups_by_name() {
+        let error = parse_run(&args(&["--only", "sink,sinks"]))
+            .err()
+            .expect("sinks is not a group")
+            .to_string();
+        assert!(error.contains("\"sinks\""), "{error}");
+    }
+}
