@@ -69,19 +69,6 @@ pub struct Results {
     pub seconds: f64,
 }
 
-impl Drop for Suite {
-    fn drop(&mut self) {
-        if std::env::var_os("WASM_CONNECT_BENCH_KEEP").is_some() {
-            let keep = tempfile::tempdir().map(|d| d.keep());
-            if let Ok(dir) = keep {
-                let _ = std::fs::remove_dir(&dir);
-                let _ = std::fs::rename(self.work.path(), &dir);
-                eprintln!("run directories kept in {}", dir.display());
-            }
-        }
-    }
-}
-
 struct Suite {
     env: Env,
     work: tempfile::TempDir,
@@ -120,8 +107,9 @@ pub async fn run_all(options: &Options, repo: &Path) -> Result<Results> {
     if env.connect_libs.is_some() {
         systems.push(System::KafkaConnect);
     }
-    let work = tempfile::tempdir()?;
+    let mut work = tempfile::tempdir()?;
     if std::env::var_os("WASM_CONNECT_BENCH_KEEP").is_some() {
+        work.disable_cleanup(true);
         eprintln!("keeping the run directories in {}", work.path().display());
     }
     let mut suite = Suite {
@@ -159,10 +147,8 @@ pub async fn run_all(options: &Options, repo: &Path) -> Result<Results> {
                 .await?,
         );
     }
-    for rep in 0..reps {
-        if !options.runs("startup") {
-            break;
-        }
+    let warm_reps = if options.runs("startup") { reps } else { 0 };
+    for rep in 0..warm_reps {
         for &system in &suite.systems.clone() {
             if system != System::Native {
                 runs.push(
@@ -173,10 +159,8 @@ pub async fn run_all(options: &Options, repo: &Path) -> Result<Results> {
             }
         }
     }
-    for tasks in [1, 2] {
-        if !options.runs("source") {
-            break;
-        }
+    let source_tasks: &[u32] = if options.runs("source") { &[1, 2] } else { &[] };
+    for &tasks in source_tasks {
         for rep in 0..reps {
             for &system in &suite.systems.clone() {
                 let workload = format!("source-{tasks}-task");
