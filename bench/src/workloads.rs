@@ -188,7 +188,7 @@ pub async fn run_all(options: &Options, repo: &Path) -> Result<Results> {
     } else if options.smoke {
         (&[10], 3)
     } else {
-        (&[10, 100, 1000], 20)
+        (&[10, 100, 1000], 10)
     };
     for &tasks in sizes {
         density.push(suite.density(tasks, Duration::from_secs(seconds)).await?);
