@@ -14,6 +14,10 @@ use super::capabilities::Grants;
 use super::limits::{EPOCH_TICK, Limits, Meter};
 use super::state::{HostState, NoOffsets, OffsetReader, Tags};
 
+/// Set (to anything) to write a `perf` map of the guests' compiled code, so `perf report`
+/// shows plugin functions by name instead of `[JIT]` addresses.
+pub const PERF_MAP_ENV: &str = "WASM_CONNECT_PERF_MAP";
+
 /// Everything an instance is created with besides the component.
 #[derive(Clone)]
 pub struct InstanceContext {
@@ -58,6 +62,10 @@ impl Sandbox {
         let mut config = wasmtime::Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
+        // For profiling plugins with `perf`: names the guest's functions in /tmp/perf-PID.map.
+        if std::env::var_os(PERF_MAP_ENV).is_some() {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;

@@ -103,25 +103,37 @@ impl SinkTask for FileSinkTask {
     }
 
     fn put(&mut self, records: Vec<SinkRecord>) -> Result<Vec<RecordFailure>> {
-        // Records come in runs of one partition: the file name is worked out once per run,
-        // not per record (this is the hot path of the sink benchmark).
-        let mut path = self.template.clone();
-        let mut current: Option<(&str, i32)> = None;
-        for record in &records {
-            let key = (record.topic.as_str(), record.partition);
-            if self.per_partition && current != Some(key) {
-                path = self.path(key.0, key.1);
-                current = Some(key);
-            }
-            let writer = self.writer(&path)?;
-            let value: &[u8] = match &record.value {
-                Some(data) => data.as_bytes(),
-                None => b"null",
+        // Records come in runs of one partition: the file and its writer are looked up once
+        // per run, not per record (this is the hot path of the sink benchmark; in wasm each
+        // string comparison is a byte loop).
+        let mut rest = records.as_slice();
+        while let Some(first) = rest.first() {
+            let (run, after) = if self.per_partition {
+                let len = rest
+                    .iter()
+                    .position(|r| r.partition != first.partition || r.topic != first.topic)
+                    .unwrap_or(rest.len());
+                rest.split_at(len)
+            } else {
+                (rest, &[][..])
             };
-            writer
-                .write_all(value)
-                .and_then(|()| writer.write_all(b"\n"))
-                .map_err(|e| Error::fatal(format!("cannot write: {e}")))?;
+            let path = if self.per_partition {
+                self.path(&first.topic, first.partition)
+            } else {
+                self.template.clone()
+            };
+            let writer = self.writer(&path)?;
+            for record in run {
+                let value: &[u8] = match &record.value {
+                    Some(data) => data.as_bytes(),
+                    None => b"null",
+                };
+                writer
+                    .write_all(value)
+                    .and_then(|()| writer.write_all(b"\n"))
+                    .map_err(|e| Error::fatal(format!("cannot write: {e}")))?;
+            }
+            rest = after;
         }
         Ok(Vec::new())
     }
