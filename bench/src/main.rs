@@ -11,11 +11,6 @@
 //! wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE
 //! ```
 
-/// The same allocator as the worker's (see host/src/main.rs), so the native baselines are
-/// measured with what helps librdkafka most, and stay a fair ceiling.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 mod kafka;
 mod measure;
 mod native;

@@ -5,12 +5,6 @@ use std::process::ExitCode;
 use clap::Parser;
 use wasm_connect::cli::{Cli, Command};
 
-/// mimalloc, for Rust and (through its `override` feature) for librdkafka's C allocations:
-/// librdkafka allocates each fetched message on its broker thread and a task frees it on
-/// another, and with glibc's allocator those frees wait on the broker thread's arena lock.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A worker reports what it does; one-shot commands only speak up about problems.
