@@ -2,6 +2,10 @@
 //! the data directory, keyed like Kafka Connect (`["<connector>", {<source partition>}]`).
 //! Each write replaces the file atomically (temp file, fsync, rename, fsync of the directory),
 //! so a crash at any moment leaves either the old or the new file, never a torn one.
+//!
+//! Commits are grouped: while one write is in progress, the commits that arrive merge into
+//! memory and the next write carries all of them. A thousand tasks flushing every second cost a
+//! few writes a second, not a thousand (each write is the whole file and two fsyncs).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -19,8 +23,19 @@ const FORMAT: u64 = 1;
 /// Committed source offsets of all connectors, persisted in one file.
 pub struct FileOffsetStore {
     path: PathBuf,
+    /// The offsets as committed, and their version.
+    state: Mutex<State>,
+    /// Held while the file is written (lock order: `writer`, then `state`); the version the
+    /// file holds.
+    writer: Mutex<u64>,
+}
+
+/// The store's content in memory.
+struct State {
     /// Canonical key text -> offset.
-    offsets: Mutex<BTreeMap<String, Value>>,
+    offsets: BTreeMap<String, Value>,
+    /// Bumped by every change, so a commit can tell whether a write carried it.
+    version: u64,
 }
 
 /// The Kafka Connect key of a source partition: `["connector", {partition}]`, as canonical JSON
@@ -46,12 +61,17 @@ impl FileOffsetStore {
         };
         Ok(Arc::new(Self {
             path,
-            offsets: Mutex::new(offsets),
+            state: Mutex::new(State {
+                offsets,
+                version: 0,
+            }),
+            writer: Mutex::new(0),
         }))
     }
 
-    /// Record `offsets` (source partition, offset; both JSON text) of `connector` and persist
-    /// the whole store before returning. Unparseable JSON from a plugin is reported, not stored.
+    /// Record `offsets` (source partition, offset; both JSON text) of `connector` and return once
+    /// the file holds them (written by this call or by one running concurrently). Unparseable
+    /// JSON from a plugin is reported, not stored.
     pub fn commit(&self, connector: &str, offsets: &[(String, String)]) -> Result<(), String> {
         let mut parsed = Vec::with_capacity(offsets.len());
         for (partition, offset) in offsets {
@@ -61,22 +81,41 @@ impl FileOffsetStore {
                 .map_err(|e| format!("source offset {offset:?} is not JSON: {e}"))?;
             parsed.push((key(connector, &p), o));
         }
-        let mut all = self.lock();
-        let before = all.clone();
-        all.extend(parsed);
-        if let Err(e) = persist(&self.path, &all) {
-            *all = before;
-            return Err(format!(
+        let version = {
+            let mut state = self.lock();
+            state.offsets.extend(parsed);
+            state.version += 1;
+            state.version
+        };
+        self.write_through(version)
+    }
+
+    /// Return once the file holds `version` or a later one, writing it unless a write that
+    /// started meanwhile already did. A failed write leaves the change in memory (it is
+    /// acknowledged data, so resuming from it loses nothing) and the next write retries it.
+    fn write_through(&self, version: u64) -> Result<(), String> {
+        let mut written = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if *written >= version {
+            return Ok(());
+        }
+        let (snapshot, newest) = {
+            let state = self.lock();
+            (state.offsets.clone(), state.version)
+        };
+        persist(&self.path, &snapshot).map_err(|e| {
+            format!(
                 "cannot write the offset file {}: {e}",
                 self.path.display()
-            ));
-        }
+            )
+        })?;
+        *written = newest;
         Ok(())
     }
 
     /// Every (source partition, offset) of `connector`.
     pub fn offsets_of(&self, connector: &str) -> Vec<(Value, Value)> {
         self.lock()
+            .offsets
             .iter()
             .filter_map(|(k, v)| {
                 let key: Value = serde_json::from_str(k).ok()?;
@@ -86,27 +125,31 @@ impl FileOffsetStore {
     }
 
     /// Set (`Some`) or remove (`None`) offsets of `connector`'s source partitions, persisted.
+    /// On failure nothing changes.
     pub fn alter(&self, connector: &str, changes: &[(Value, Option<Value>)]) -> Result<(), String> {
-        let mut all = self.lock();
-        let before = all.clone();
+        let mut written = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.lock();
+        let before = state.offsets.clone();
         for (partition, offset) in changes {
             let k = key(connector, partition);
             match offset {
                 Some(o) => {
-                    all.insert(k, o.clone());
+                    state.offsets.insert(k, o.clone());
                 }
                 None => {
-                    all.remove(&k);
+                    state.offsets.remove(&k);
                 }
             }
         }
-        if let Err(e) = persist(&self.path, &all) {
-            *all = before;
+        if let Err(e) = persist(&self.path, &state.offsets) {
+            state.offsets = before;
             return Err(format!(
                 "cannot write the offset file {}: {e}",
                 self.path.display()
             ));
         }
+        state.version += 1;
+        *written = state.version;
         Ok(())
     }
 
@@ -128,8 +171,8 @@ impl FileOffsetStore {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Value>> {
-        self.offsets.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -145,7 +188,8 @@ impl OffsetReader for ConnectorOffsets {
             .iter()
             .map(|p| {
                 let partition: Value = serde_json::from_str(p).ok()?;
-                all.get(&key(&self.connector, &partition))
+                all.offsets
+                    .get(&key(&self.connector, &partition))
                     .map(Value::to_string)
             })
             .collect()
@@ -261,5 +305,76 @@ mod tests {
                 .is_err()
         );
         assert!(store.offsets_of("a").is_empty());
+    }
+
+    #[test]
+    fn concurrent_commits_all_reach_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("offsets.json");
+        let store = FileOffsetStore::open(&path).unwrap();
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let store = Arc::clone(&store);
+                std::thread::spawn(move || {
+                    for n in 0..25 {
+                        store
+                            .commit(
+                                "c",
+                                &[(format!(r#"{{"t":{t}}}"#), format!(r#"{{"n":{n}}}"#))],
+                            )
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let mut offsets = FileOffsetStore::open(&path).unwrap().offsets_of("c");
+        offsets.sort_by_key(|(p, _)| p["t"].as_u64());
+        let expected: Vec<_> = (0..8).map(|t| (json!({"t": t}), json!({"n": 24}))).collect();
+        assert_eq!(offsets, expected);
+    }
+
+    #[test]
+    fn a_failed_write_is_reported_and_the_next_write_carries_the_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocked = dir.path().join("data");
+        let path = blocked.join("offsets.json");
+        let store = FileOffsetStore::open(&path).unwrap();
+        // The store's directory becomes a file: writes fail until it is a directory again.
+        fs::write(&blocked, b"").unwrap();
+        let err = store
+            .commit("c", &[(r#"{"p":1}"#.into(), r#"{"n":1}"#.into())])
+            .unwrap_err();
+        assert!(err.contains(&path.display().to_string()), "{err}");
+
+        fs::remove_file(&blocked).unwrap();
+        store
+            .commit("c", &[(r#"{"p":2}"#.into(), r#"{"n":2}"#.into())])
+            .unwrap();
+        let mut offsets = FileOffsetStore::open(&path).unwrap().offsets_of("c");
+        offsets.sort_by_key(|(p, _)| p["p"].as_u64());
+        assert_eq!(
+            offsets,
+            vec![
+                (json!({"p": 1}), json!({"n": 1})),
+                (json!({"p": 2}), json!({"n": 2}))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failed_alter_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocked = dir.path().join("data");
+        let store = FileOffsetStore::open(blocked.join("offsets.json")).unwrap();
+        fs::write(&blocked, b"").unwrap();
+        assert!(
+            store
+                .alter("c", &[(json!({"p": 1}), Some(json!({"n": 1})))])
+                .is_err()
+        );
+        assert!(store.offsets_of("c").is_empty());
     }
 }
