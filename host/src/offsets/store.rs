@@ -28,6 +28,8 @@ pub struct FileOffsetStore {
     /// Held while the file is written (lock order: `writer`, then `state`); the version the
     /// file holds.
     writer: Mutex<u64>,
+    /// Blocking threads that async commits may hold at once: one writing, one to write next.
+    waiting: tokio::sync::Semaphore,
 }
 
 /// The store's content in memory.
@@ -66,6 +68,7 @@ impl FileOffsetStore {
                 version: 0,
             }),
             writer: Mutex::new(0),
+            waiting: tokio::sync::Semaphore::new(2),
         }))
     }
 
@@ -73,6 +76,32 @@ impl FileOffsetStore {
     /// the file holds them (written by this call or by one running concurrently). Unparseable
     /// JSON from a plugin is reported, not stored.
     pub fn commit(&self, connector: &str, offsets: &[(String, String)]) -> Result<(), String> {
+        let version = self.record(connector, offsets)?;
+        self.write_through(version)
+    }
+
+    /// [`commit`](Self::commit) from async code: the offsets join memory at once, then the
+    /// wait for the file takes one of a few blocking threads. A thousand tasks flushing at the
+    /// same moment wait as futures, not as a thousand threads of the blocking pool.
+    pub async fn commit_async(
+        self: &Arc<Self>,
+        connector: &str,
+        offsets: &[(String, String)],
+    ) -> Result<(), String> {
+        let version = self.record(connector, offsets)?;
+        let _permit = self
+            .waiting
+            .acquire()
+            .await
+            .map_err(|e| format!("offset store closed: {e}"))?;
+        let store = Arc::clone(self);
+        tokio::task::spawn_blocking(move || store.write_through(version))
+            .await
+            .map_err(|e| format!("offset flush task failed: {e}"))?
+    }
+
+    /// Merge `offsets` of `connector` into memory; the version that holds them.
+    fn record(&self, connector: &str, offsets: &[(String, String)]) -> Result<u64, String> {
         let mut parsed = Vec::with_capacity(offsets.len());
         for (partition, offset) in offsets {
             let p: Value = serde_json::from_str(partition)
@@ -81,13 +110,10 @@ impl FileOffsetStore {
                 .map_err(|e| format!("source offset {offset:?} is not JSON: {e}"))?;
             parsed.push((key(connector, &p), o));
         }
-        let version = {
-            let mut state = self.lock();
-            state.offsets.extend(parsed);
-            state.version += 1;
-            state.version
-        };
-        self.write_through(version)
+        let mut state = self.lock();
+        state.offsets.extend(parsed);
+        state.version += 1;
+        Ok(state.version)
     }
 
     /// Return once the file holds `version` or a later one, writing it unless a write that
@@ -376,5 +402,26 @@ mod tests {
                 .is_err()
         );
         assert!(store.offsets_of("c").is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_async_commits_at_once_all_reach_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("offsets.json");
+        let store = FileOffsetStore::open(&path).unwrap();
+        let commits: Vec<_> = (0..300)
+            .map(|t| {
+                let store = Arc::clone(&store);
+                tokio::spawn(async move {
+                    store
+                        .commit_async("c", &[(format!(r#"{{"t":{t}}}"#), r#"{"n":1}"#.into())])
+                        .await
+                })
+            })
+            .collect();
+        for commit in commits {
+            commit.await.unwrap().unwrap();
+        }
+        assert_eq!(FileOffsetStore::open(&path).unwrap().offsets_of("c").len(), 300);
     }
 }

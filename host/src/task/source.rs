@@ -449,12 +449,9 @@ impl SourceRunner {
         if committable.is_empty() {
             return Ok(());
         }
-        let store = Arc::clone(&self.offsets);
-        let connector = self.connector.clone();
-        let to_store = committable.clone();
-        tokio::task::spawn_blocking(move || store.commit(&connector, &to_store))
-            .await
-            .map_err(|e| format!("offset flush task failed: {e}"))??;
+        self.offsets
+            .commit_async(&self.connector, &committable)
+            .await?;
         tracing::debug!(connector = %self.connector, task = self.task, partitions = committable.len(), "flushed source offsets");
         let positions: Vec<SourcePosition> = committable
             .into_iter()
