@@ -128,12 +128,8 @@ impl FileOffsetStore {
             let state = self.lock();
             (state.offsets.clone(), state.version)
         };
-        persist(&self.path, &snapshot).map_err(|e| {
-            format!(
-                "cannot write the offset file {}: {e}",
-                self.path.display()
-            )
-        })?;
+        persist(&self.path, &snapshot)
+            .map_err(|e| format!("cannot write the offset file {}: {e}", self.path.display()))?;
         *written = newest;
         Ok(())
     }
@@ -358,7 +354,9 @@ mod tests {
         }
         let mut offsets = FileOffsetStore::open(&path).unwrap().offsets_of("c");
         offsets.sort_by_key(|(p, _)| p["t"].as_u64());
-        let expected: Vec<_> = (0..8).map(|t| (json!({"t": t}), json!({"n": 24}))).collect();
+        let expected: Vec<_> = (0..8)
+            .map(|t| (json!({"t": t}), json!({"n": 24})))
+            .collect();
         assert_eq!(offsets, expected);
     }
 
@@ -422,6 +420,9 @@ mod tests {
         for commit in commits {
             commit.await.unwrap().unwrap();
         }
-        assert_eq!(FileOffsetStore::open(&path).unwrap().offsets_of("c").len(), 300);
+        assert_eq!(
+            FileOffsetStore::open(&path).unwrap().offsets_of("c").len(),
+            300
+        );
     }
 }
