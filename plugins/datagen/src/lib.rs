@@ -148,7 +148,8 @@ pub struct DatagenTask {
     rate: f64,
     started: Instant,
     generated_since_start: u64,
-    partition: wasm_connect_sdk::serde_json::Value,
+    /// The source partition as JSON text, serialised once: it is the same for every record.
+    partition: String,
 }
 
 impl SourceTask for DatagenTask {
@@ -176,7 +177,7 @@ impl SourceTask for DatagenTask {
             rate,
             started: Instant::now(),
             generated_since_start: 0,
-            partition,
+            partition: partition.to_string(),
         })
     }
 
@@ -207,20 +208,40 @@ impl DatagenTask {
             self.settings.seed,
             self.settings.value_size,
         );
-        let record = SourceRecord::new(&self.partition, &json!({"seq": seq}), Data::Json(value));
-        if self.settings.sequence_keys {
-            record.with_key(Data::Text(id.to_string()))
-        } else {
-            record
+        // Built field by field rather than with `SourceRecord::new` and `json!`: this runs per
+        // record, and in wasm the formatting machinery is most of the cost of a small record.
+        let mut offset = String::with_capacity(32);
+        offset.push_str("{\"seq\":");
+        push_decimal(&mut offset, seq);
+        offset.push('}');
+        let key = self.settings.sequence_keys.then(|| {
+            let mut key = String::with_capacity(20);
+            push_decimal(&mut key, id);
+            Data::Text(key)
+        });
+        SourceRecord {
+            topic: None,
+            partition: None,
+            key,
+            value: Some(Data::Json(value)),
+            headers: Vec::new(),
+            timestamp: None,
+            source_partition: self.partition.clone(),
+            source_offset: offset,
         }
     }
 }
 
 /// The JSON value of record `id`, padded with generated characters to about `size` bytes.
 pub fn value_json(id: u64, task: u64, seq: u64, seed: u64, size: usize) -> String {
-    let head = format!("{{\"id\":{id},\"task\":{task},\"seq\":{seq},\"payload\":\"");
-    let mut value = String::with_capacity(size.max(head.len() + 2));
-    value.push_str(&head);
+    let mut value = String::with_capacity(size.max(80));
+    value.push_str("{\"id\":");
+    push_decimal(&mut value, id);
+    value.push_str(",\"task\":");
+    push_decimal(&mut value, task);
+    value.push_str(",\"seq\":");
+    push_decimal(&mut value, seq);
+    value.push_str(",\"payload\":\"");
     // Mix the id first: nearby ids must not give overlapping generator streams.
     let mut mixed = id;
     let mut state = seed ^ splitmix64(&mut mixed);
@@ -236,6 +257,23 @@ pub fn value_json(id: u64, task: u64, seq: u64, seed: u64, size: usize) -> Strin
     }
     value.push_str("\"}");
     value
+}
+
+/// Append `n` in decimal (what `{n}` formats to, without the formatting machinery).
+fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[start..] {
+        out.push(char::from(d));
+    }
 }
 
 fn splitmix64(state: &mut u64) -> u64 {
@@ -262,5 +300,14 @@ mod tests {
         assert!(v.ends_with("\"}"));
         // A size below the header still yields valid JSON.
         assert!(value_json(1, 0, 0, 0, 1).ends_with("\"\"}"));
+    }
+
+    #[test]
+    fn decimals_match_the_formatter() {
+        for n in [0, 7, 10, 99, 12_345, u64::from(u32::MAX), u64::MAX] {
+            let mut out = String::from("x");
+            push_decimal(&mut out, n);
+            assert_eq!(out, format!("x{n}"));
+        }
     }
 }
