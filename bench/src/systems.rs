@@ -243,7 +243,10 @@ impl Env {
                 ("connector.class", "datagen".into()),
                 ("tasks.max", tasks.to_string()),
                 ("topic", (*topic).into()),
-                ("rate", tasks.to_string()),
+                (
+                    "rate",
+                    (tasks * crate::workloads::DENSITY_RATE_PER_TASK).to_string(),
+                ),
                 ("value.size", "100".into()),
             ],
         };

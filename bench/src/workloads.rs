@@ -37,6 +37,9 @@ pub struct Run {
 }
 
 /// One density run.
+/// Records a second each density task is configured to write.
+pub const DENSITY_RATE_PER_TASK: u32 = 1;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct DensityRun {
     pub tasks: u32,
@@ -48,6 +51,15 @@ pub struct DensityRun {
     /// Tasks that wrote at least one record during the measurement.
     pub tasks_with_progress: u32,
     pub min_task_records: u64,
+}
+
+impl DensityRun {
+    /// Whether every task kept up: none below half the records its rate asks for over the
+    /// window. A task that made some progress can still be starving.
+    pub fn none_starved(&self) -> bool {
+        self.tasks_with_progress == self.tasks
+            && self.min_task_records as f64 >= 0.5 * self.seconds * f64::from(DENSITY_RATE_PER_TASK)
+    }
 }
 
 /// One boundary micro-benchmark result (from criterion).
@@ -488,4 +500,30 @@ fn native_peak(log: &Path) -> Option<u64> {
         .trim()
         .parse()
         .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn density(tasks_with_progress: u32, min_task_records: u64) -> DensityRun {
+        DensityRun {
+            tasks: 1000,
+            seconds: 10.0,
+            records: 0,
+            throughput: 0.0,
+            rss_kib: None,
+            peak_rss_kib: None,
+            tasks_with_progress,
+            min_task_records,
+        }
+    }
+
+    #[test]
+    fn a_task_far_below_its_rate_is_starving_even_with_some_progress() {
+        assert!(density(1000, 10).none_starved());
+        assert!(density(1000, 5).none_starved());
+        assert!(!density(1000, 1).none_starved());
+        assert!(!density(999, 10).none_starved());
+    }
 }
