@@ -50,14 +50,17 @@ pub fn send_records<C: ProducerContext<DeliveryOpaque = ()>>(
     Ok(bytes)
 }
 
-/// Create `topic` with one partition.
+/// Create `topic` with one partition. Its records carry the broker's append time
+/// (`LogAppendTime`), so the timestamps the workloads read are when the broker wrote each record,
+/// whatever the producer set.
 pub async fn create_topic(bootstrap: &str, topic: &str) -> Result<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()?;
     let results = admin
         .create_topics(
-            [&NewTopic::new(topic, 1, TopicReplication::Fixed(1))],
+            [&NewTopic::new(topic, 1, TopicReplication::Fixed(1))
+                .set("message.timestamp.type", "LogAppendTime")],
             &AdminOptions::new(),
         )
         .await?;

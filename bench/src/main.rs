@@ -5,11 +5,15 @@
 //!
 //! ```text
 //! wasm-connect-bench run [--smoke] [--reps N] [--worker PATH] [--connect-libs DIR]
-//!                        [--criterion DIR] [--markdown FILE] [--json FILE]
+//!                        [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap ADDR]
 //!                        [--only startup,source,sink,density]
 //! wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE
 //! wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE
 //! ```
+//!
+//! `run` uses the broker at `--bootstrap` (default `$WASM_CONNECT_BENCH_BOOTSTRAP`, else the
+//! test broker of `scripts/kafka`). `WASM_CONNECT_BENCH_KEEP` set to anything keeps the run's
+//! directories.
 
 mod kafka;
 mod measure;
@@ -114,6 +118,20 @@ fn parse_run(args: &[String]) -> Result<Options> {
     Ok(options)
 }
 
+/// What `--help` prints (the module docs say more).
+const USAGE: &str = "\
+usage:
+  wasm-connect-bench run [--smoke] [--reps N] [--worker PATH] [--connect-libs DIR]
+                         [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap HOST:PORT]
+                         [--only startup,source,sink,density]
+  wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE
+  wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE
+
+--bootstrap defaults to $WASM_CONNECT_BENCH_BOOTSTRAP, else the test broker of scripts/kafka.
+A run with --only prints its tables and writes no files, unless --markdown is given (then it
+writes the Markdown and the JSON). WASM_CONNECT_BENCH_KEEP (any value) keeps the run's
+directories.";
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| -> Result<&str> {
@@ -132,9 +150,11 @@ fn main() -> Result<()> {
             native::source(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?)
         }
         Some("native-sink") => native::sink(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?),
-        _ => bail!(
-            "usage: wasm-connect-bench run|native-source|native-sink ... (see bench/src/main.rs)"
-        ),
+        Some("help" | "--help" | "-h") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        _ => bail!("{USAGE}"),
     }
 }
 

@@ -180,7 +180,7 @@ fn render(options: &Options, results: &Results) -> String {
     let _ = writeln!(md, "# Benchmarks\n");
     let _ = writeln!(
         md,
-        "Results of one run of the suite{}: every system on the same machine, against the same Apache Kafka 4.4 broker (KRaft, one node, loopback), {} repetitions each. Medians, with the range over repetitions in brackets. The raw numbers are in `bench/results.json`. The run took {:.0} s.\n",
+        "Results of one run of the suite{}: every system on the same machine, against the same Apache Kafka 4.4 broker (KRaft, one node, loopback), {} repetitions of each throughput, start-up and memory workload: medians, with the range over repetitions in brackets. Density runs once per size; the boundary table shows criterion's means. The raw numbers are in `bench/results.json`. The run took {:.0} s.\n",
         if options.smoke {
             " (**smoke run: too small to mean anything**)"
         } else {
@@ -192,7 +192,7 @@ fn render(options: &Options, results: &Results) -> String {
     let _ = writeln!(md, "## Machine\n\n{}\n", machine(&options.worker));
     let _ = writeln!(
         md,
-        "## Reproduce\n\n```sh\nscripts/bench\n```\n\nIt builds wasm-connect and the harness in release mode, runs the boundary micro-benchmarks (`cargo bench --profile release -p wasm-connect-bench --bench boundary`), fetches Kafka Connect 4.3.1 (`connect-runtime`, `connect-file`, `connect-json`, `connect-test-plugins`) from Maven Central, starts the broker, and runs `{}`.\n",
+        "## Reproduce\n\n```sh\nscripts/bench\n```\n\nIt builds wasm-connect and the harness in release mode, runs the boundary micro-benchmarks (`cargo bench --profile release -p wasm-connect-bench --bench boundary`), fetches Kafka Connect 4.3.1 (`connect-runtime`, `connect-file`, `connect-json`, `connect-test-plugins`) from Maven Central, starts the broker, and runs this (the command as it ran, with this machine's paths): `{}`.\n",
         options.command
     );
 
@@ -202,7 +202,7 @@ fn render(options: &Options, results: &Results) -> String {
     let _ = writeln!(md, "## Throughput (records/s)\n");
     let _ = writeln!(
         md,
-        "Source: `datagen` (100-byte JSON values, string keys) through wasm-connect; the same records sent by rdkafka directly with the worker's producer settings; Kafka Connect's `VerifiableSourceConnector` (a long value in JSON with its schema envelope; the value sizes as they landed in Kafka are in the last column). Measured between the broker timestamps of the first and last record, so start-up does not count. Sink: a topic of 100-byte values copied to a file by `file-sink`, by an rdkafka consumer, by Kafka Connect's `FileStreamSink`; from the first byte in the file to 90% of its bytes (each system writes its last buffer only at its next flush, every second, and that wait is not throughput).\n"
+        "Source: `datagen` (100-byte JSON values, string keys) through wasm-connect; the same records sent by rdkafka directly with the worker's producer settings; Kafka Connect's `VerifiableSourceConnector` (a long value in JSON with its schema envelope; the value sizes as they landed in Kafka are in the last column). Measured between the broker's append timestamps (`LogAppendTime`) of the first and last record, so start-up does not count. Sink: a topic of 100-byte values copied to a file by `file-sink`, by an rdkafka consumer, by Kafka Connect's `FileStreamSink`; from the first byte in the file to 90% of its bytes (`file-sink` writes its last buffer at the worker's next flush, every second, and the native consumer when it exits; that wait is not throughput).\n"
     );
     let _ = writeln!(
         md,
@@ -235,7 +235,7 @@ fn render(options: &Options, results: &Results) -> String {
 
     let _ = writeln!(
         md,
-        "\n## Start-up (ms from process start to the first record acknowledged by the broker)\n"
+        "\n## Start-up (ms from process start to the broker's append time of the first record)\n"
     );
     let _ = writeln!(
         md,
@@ -278,9 +278,11 @@ fn render(options: &Options, results: &Results) -> String {
         );
     }
 
+    let window = results.density.first().map_or(0.0, |d| d.seconds);
     let _ = writeln!(
         md,
-        "\n## Density (one worker, `datagen` tasks at one record a second each)\n"
+        "\n## Density (one worker, `datagen` tasks at {} record a second each, counted over {window:.0} s)\n",
+        crate::workloads::DENSITY_RATE_PER_TASK
     );
     let _ = writeln!(
         md,

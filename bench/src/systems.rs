@@ -308,7 +308,7 @@ impl Env {
         let connector: Vec<(&str, String)> = match job {
             Job::Source { topic, tasks, .. } => {
                 // Verifiable records carry a long; with JSON and its schema envelope the value is
-                // about 50 bytes (the table reports the sizes measured in the topic).
+                // about 60 bytes (the table reports the sizes measured in the topic).
                 worker.push((
                     "value.converter",
                     "org.apache.kafka.connect.json.JsonConverter".into(),

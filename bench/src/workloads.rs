@@ -1,10 +1,10 @@
 //! The workloads, each run on every system it applies to, several times:
 //!
-//! - source throughput (1 and 2 tasks): records written to a topic; throughput from the broker
-//!   timestamps of the first and last record, so start-up does not count;
+//! - source throughput (1 and 2 tasks): records written to a topic; throughput from the broker's
+//!   append timestamps of the first and last record, so start-up does not count;
 //! - sink throughput: a pre-filled topic copied to a file; from the first byte in the file to
-//!   the last;
-//! - start-up: process start to the first record's timestamp, warm (compile cache filled) and
+//!   90 % of its bytes;
+//! - start-up: process start to the broker's append time of the first record, warm (compile cache filled) and
 //!   cold (empty data directory);
 //! - peak memory (`VmHWM`) of every run above;
 //! - density: 10, 100 and 1000 low-rate datagen tasks in one worker.
