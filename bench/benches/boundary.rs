@@ -48,8 +48,8 @@ fn boundary(c: &mut Criterion) {
     let mut group = c.benchmark_group("source");
     group
         .sample_size(10)
-        .measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_millis(500));
+        .measurement_time(Duration::from_secs(1))
+        .warm_up_time(Duration::from_millis(300));
     for (size, label) in SIZES {
         let config = vec![("record.size".to_owned(), size.to_string())];
         let mut task = rt
@@ -73,8 +73,8 @@ fn boundary(c: &mut Criterion) {
     let mut group = c.benchmark_group("sink");
     group
         .sample_size(10)
-        .measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_millis(500));
+        .measurement_time(Duration::from_secs(1))
+        .warm_up_time(Duration::from_millis(300));
     let mut task = rt
         .block_on(SinkTaskInstance::create(
             &sandbox,
