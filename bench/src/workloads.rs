@@ -4,8 +4,8 @@
 //!   append timestamps of the first and last record, so start-up does not count;
 //! - sink throughput: a pre-filled topic copied to a file; from the first byte in the file to
 //!   90 % of its bytes;
-//! - start-up: process start to the broker's append time of the first record, warm (compile cache filled) and
-//!   cold (empty data directory);
+//! - start-up: process start to the broker's append time of the first record, warm (compile
+//!   cache filled) and cold (empty data directory);
 //! - peak memory (`VmHWM`) of every run above;
 //! - density: 10, 100 and 1000 low-rate datagen tasks in one worker.
 
@@ -36,10 +36,10 @@ pub struct Run {
     pub value_bytes: Option<usize>,
 }
 
-/// One density run.
 /// Records a second each density task is configured to write.
 pub const DENSITY_RATE_PER_TASK: u32 = 1;
 
+/// One density run.
 #[derive(Debug, Clone, Serialize)]
 pub struct DensityRun {
     pub tasks: u32,
@@ -319,8 +319,8 @@ impl Suite {
             file: &file,
         };
         let mut running = self.env.start(system, &job, &dir, &data)?;
-        // Up to 90 % of the bytes: each system writes its last buffer only at its next flush
-        // (every second), and that wait is not throughput.
+        // Up to 90 % of the bytes: `file-sink` writes its last buffer at the worker's next flush
+        // (every second), the native consumer when it exits; that wait is not throughput.
         let measured_bytes = bytes / 10 * 9;
         let measured_records = count as f64 * 0.9;
         let mut first_byte = None;
