@@ -139,6 +139,10 @@ fn main() -> Result<()> {
             .map(String::as_str)
             .with_context(|| format!("missing argument {i}"))
     };
+    if args.iter().any(|a| matches!(a.as_str(), "--help" | "-h")) {
+        println!("{USAGE}");
+        return Ok(());
+    }
     match args.first().map(String::as_str) {
         Some("run") => {
             let options = parse_run(&args)?;
@@ -150,7 +154,7 @@ fn main() -> Result<()> {
             native::source(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?)
         }
         Some("native-sink") => native::sink(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?),
-        Some("help" | "--help" | "-h") => {
+        Some("help") => {
             println!("{USAGE}");
             Ok(())
         }

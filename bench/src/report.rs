@@ -19,6 +19,7 @@ const NOTES_MARKER: &str = "<!-- notes: everything below is kept by the harness 
 const WASM: &str = "wasm-connect";
 const NATIVE: &str = "native rdkafka";
 const CONNECT: &str = "Kafka Connect";
+const NO_OP: &str = "wasm-connect, no-op plugin";
 
 /// Criterion's estimates for the boundary benchmark (`<dir>/{source,sink}/<size>/<batch>`).
 pub fn read_criterion(dir: &Path) -> Vec<BoundaryPoint> {
@@ -235,6 +236,33 @@ fn render(options: &Options, results: &Results) -> String {
 
     let _ = writeln!(
         md,
+        "\n## Ceiling: wasm-connect with plugins that do no work (records/s)\n"
+    );
+    let _ = writeln!(
+        md,
+        "The same workloads through wasm-connect with `bench-source` (returns copies of one prepared record with a 100-byte value) and `bench-sink` (accepts every record and drops it), both from `bench/plugins/`. What is left is the host and the contract's boundary: no plugin can be faster on this host and contract version, so a target this row misses is out of every plugin's reach until one of them changes. The source is measured like the others; the no-op sink writes no file, so it is timed by its task's `records_done` (counted as `put` returns, from the REST metrics) from its first change to 90 % of the records.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| workload | {NO_OP} | / native | / {CONNECT} | {WASM} (real plugin) / no-op |\n|---|---|---|---|---|"
+    );
+    for (workload, key) in [
+        ("source, 1 task", "source-1-task"),
+        ("sink, 1 task", "sink"),
+    ] {
+        let get = |s: &str| throughput(key, s);
+        let _ = writeln!(
+            md,
+            "| {workload} | {} | {} | {} | {} |",
+            cell(get(NO_OP), "", 1.0),
+            show(ratio(get(NO_OP), get(NATIVE))),
+            show(ratio(get(NO_OP), get(CONNECT))),
+            show(ratio(get(WASM), get(NO_OP))),
+        );
+    }
+
+    let _ = writeln!(
+        md,
         "\n## Start-up (ms from process start to the broker's append time of the first record)\n"
     );
     let _ = writeln!(
@@ -332,35 +360,57 @@ fn render(options: &Options, results: &Results) -> String {
         }
     }
 
-    let _ = writeln!(md, "\n## Targets\n\n| target | measured | |\n|---|---|---|");
+    let _ = writeln!(
+        md,
+        "\n## Targets\n\nThe last column is the same ratio for the no-op plugins of the ceiling table: where it misses too, no plugin can meet the target on this host and contract version.\n\n| target | measured | | no-op plugin |\n|---|---|---|---|"
+    );
     let at_least = |r: Option<f64>, t: f64| r.map(|r| r >= t);
     let at_most = |r: Option<f64>, t: f64| r.map(|r| r <= t);
-    let rows = [
+    let ceiling = |r: Option<f64>, t: f64| match r {
+        Some(r) => format!("{r:.2}: {}", verdict(Some(r >= t))),
+        None => "—".into(),
+    };
+    let throughput_rows = [
         (
             "source throughput ≥ 0.9 × native (1 task)",
             ratio(s1(WASM), s1(NATIVE)),
             at_least(ratio(s1(WASM), s1(NATIVE)), 0.9),
+            ceiling(ratio(s1(NO_OP), s1(NATIVE)), 0.9),
         ),
         (
             "sink throughput ≥ 0.9 × native",
             ratio(sk(WASM), sk(NATIVE)),
             at_least(ratio(sk(WASM), sk(NATIVE)), 0.9),
+            ceiling(ratio(sk(NO_OP), sk(NATIVE)), 0.9),
         ),
         (
             "≥ 3 × Kafka Connect per task (source, 1 task)",
             ratio(s1(WASM), s1(CONNECT)),
             at_least(ratio(s1(WASM), s1(CONNECT)), 3.0),
+            ceiling(ratio(s1(NO_OP), s1(CONNECT)), 3.0),
         ),
         (
             "≥ 3 × Kafka Connect per task (source, 2 tasks)",
             ratio(s2(WASM), s2(CONNECT)),
             at_least(ratio(s2(WASM), s2(CONNECT)), 3.0),
+            "—".into(),
         ),
         (
             "≥ 3 × Kafka Connect per task (sink)",
             ratio(sk(WASM), sk(CONNECT)),
             at_least(ratio(sk(WASM), sk(CONNECT)), 3.0),
+            ceiling(ratio(sk(NO_OP), sk(CONNECT)), 3.0),
         ),
+    ];
+    for (target, measured, met, no_op) in throughput_rows {
+        let _ = writeln!(
+            md,
+            "| {target} | {} | {} | {no_op} |",
+            show(measured),
+            verdict(met)
+        );
+    }
+    let rows = [
         (
             "warm start-up ≤ 1/20 of Kafka Connect's",
             ratio(warm, kc),
@@ -381,12 +431,12 @@ fn render(options: &Options, results: &Results) -> String {
         ),
     ];
     for (target, measured, met) in rows {
-        let _ = writeln!(md, "| {target} | {} | {} |", show(measured), verdict(met));
+        let _ = writeln!(md, "| {target} | {} | {} | |", show(measured), verdict(met));
     }
     let thousand = results.density.iter().find(|d| d.tasks == 1000);
     let _ = writeln!(
         md,
-        "| 1 000 tasks under 2 GiB RSS, none below half its rate | {} | {} |",
+        "| 1 000 tasks under 2 GiB RSS, none below half its rate | {} | {} | |",
         thousand.map_or("—".into(), |d| format!(
             "{:.0} MiB; slowest task {} records in {:.0} s at {}/s",
             d.peak_rss_kib.unwrap_or(0) as f64 / 1024.0,

@@ -18,6 +18,9 @@ pub enum System {
     WasmConnect,
     Native,
     KafkaConnect,
+    /// wasm-connect running `bench-source` or `bench-sink`, which do no work of their own: the
+    /// most any plugin can reach through this host and contract version.
+    NoOpPlugin,
 }
 
 impl System {
@@ -27,6 +30,7 @@ impl System {
             System::WasmConnect => "wasm-connect",
             System::Native => "native rdkafka",
             System::KafkaConnect => "Kafka Connect",
+            System::NoOpPlugin => "wasm-connect, no-op plugin",
         }
     }
 }
@@ -148,7 +152,7 @@ fn write_properties(path: &Path, pairs: &[(&str, String)]) -> Result<()> {
 
 /// A sink connector's name, unique per run of the harness and per run dir (its consumer group
 /// is `connect-<name>`, and committed offsets of an earlier run must not be found).
-fn sink_name(dir: &Path) -> String {
+pub fn sink_name(dir: &Path) -> String {
     let part = |p: Option<&Path>| {
         p.and_then(Path::file_name).map_or(String::new(), |n| {
             n.to_string_lossy().trim_start_matches('.').to_owned()
@@ -190,22 +194,31 @@ impl Env {
         fs::create_dir_all(dir)?;
         // Sink connectors consume as group `connect-<name>`: every run needs its own.
         match system {
-            System::WasmConnect => self.start_wasm_connect(job, dir, data),
+            System::WasmConnect => self.start_wasm_connect(job, dir, data, false),
+            System::NoOpPlugin => self.start_wasm_connect(job, dir, data, true),
             System::Native => self.start_native(job, dir),
             System::KafkaConnect => self.start_kafka_connect(job, dir),
         }
     }
 
-    fn start_wasm_connect(&self, job: &Job<'_>, dir: &Path, data: &Path) -> Result<Running> {
+    fn start_wasm_connect(
+        &self,
+        job: &Job<'_>,
+        dir: &Path,
+        data: &Path,
+        no_op: bool,
+    ) -> Result<Running> {
+        let plugins = if no_op {
+            "dist/bench-plugins"
+        } else {
+            "dist/plugins"
+        };
         let worker = dir.join("worker.properties");
         write_properties(
             &worker,
             &[
                 ("bootstrap.servers", self.bootstrap.clone()),
-                (
-                    "plugin.path",
-                    self.repo.join("dist/plugins").display().to_string(),
-                ),
+                ("plugin.path", self.repo.join(plugins).display().to_string()),
                 ("data.dir", data.display().to_string()),
                 ("listeners", "http://127.0.0.1:0".into()),
                 ("offset.flush.interval.ms", "1000".into()),
@@ -215,6 +228,25 @@ impl Env {
         )?;
         let connector = dir.join("connector.properties");
         let pairs: Vec<(&str, String)> = match job {
+            Job::Source {
+                topic,
+                tasks,
+                value_size,
+                ..
+            } if no_op => vec![
+                // Writes until it is stopped; the harness counts what reached the topic.
+                ("name", "bench-source".into()),
+                ("connector.class", "bench-source".into()),
+                ("tasks.max", tasks.to_string()),
+                ("topic", (*topic).into()),
+                ("record.size", value_size.to_string()),
+            ],
+            Job::Sink { topic, .. } if no_op => vec![
+                ("name", sink_name(dir)),
+                ("connector.class", "bench-sink".into()),
+                ("topics", (*topic).into()),
+            ],
+            Job::Density { .. } if no_op => bail!("the density workload runs datagen only"),
             Job::Source {
                 topic,
                 count,

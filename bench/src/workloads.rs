@@ -7,7 +7,9 @@
 //! - start-up: process start to the broker's append time of the first record, warm (compile
 //!   cache filled) and cold (empty data directory);
 //! - peak memory (`VmHWM`) of every run above;
-//! - density: 10, 100 and 1000 low-rate datagen tasks in one worker.
+//! - density: 10, 100 and 1000 low-rate datagen tasks in one worker;
+//! - the ceiling: source (1 task) and sink through wasm-connect with plugins that do no work,
+//!   which no real plugin can beat on this host and contract version.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -173,8 +175,12 @@ pub async fn run_all(options: &Options, repo: &Path) -> Result<Results> {
     }
     let source_tasks: &[u32] = if options.runs("source") { &[1, 2] } else { &[] };
     for &tasks in source_tasks {
+        let mut systems = suite.systems.clone();
+        if tasks == 1 {
+            systems.push(System::NoOpPlugin);
+        }
         for rep in 0..reps {
-            for &system in &suite.systems.clone() {
+            for &system in &systems {
                 let workload = format!("source-{tasks}-task");
                 runs.push(
                     suite
@@ -192,6 +198,7 @@ pub async fn run_all(options: &Options, repo: &Path) -> Result<Results> {
             for &system in &suite.systems.clone() {
                 runs.push(suite.sink(system, &topic, sink_count, bytes, rep)?);
             }
+            runs.push(suite.sink_no_op(&topic, sink_count, rep).await?);
         }
     }
     let mut density = Vec::new();
@@ -357,6 +364,93 @@ impl Suite {
             peak_rss_kib: peak,
             value_bytes: Some(VALUE_SIZE),
         })
+    }
+
+    /// The sink ceiling: `bench-sink` writes nothing, so throughput comes from the task's
+    /// `records_done` (counted when `put` returns), from its first change to 90 % of `count`,
+    /// as the file-based runs measure. (When one batch already holds 90 %, as in a smoke run,
+    /// from the last sample before it.)
+    async fn sink_no_op(&mut self, topic: &str, count: u64, rep: usize) -> Result<Run> {
+        let dir = self.run_dir("sink");
+        let data = self.data_dir(true)?;
+        let file = dir.join("unused");
+        let job = Job::Sink {
+            topic,
+            count,
+            file: &file,
+        };
+        let mut running = self.env.start(System::NoOpPlugin, &job, &dir, &data)?;
+        let outcome = self.count_sink_records(&mut running, &dir, count).await;
+        let peak = running.peak_rss_kib();
+        running.kill();
+        let (first, last) = outcome?;
+        let throughput =
+            (last.1 - first.1) as f64 / last.0.duration_since(first.0).as_secs_f64().max(0.001);
+        eprintln!(
+            "sink {} rep {rep}: {throughput:.0} records/s",
+            System::NoOpPlugin.name()
+        );
+        Ok(Run {
+            workload: "sink".into(),
+            system: System::NoOpPlugin.name(),
+            rep,
+            records: count,
+            throughput: Some(throughput),
+            startup_ms: None,
+            peak_rss_kib: peak,
+            value_bytes: Some(VALUE_SIZE),
+        })
+    }
+
+    /// (time, records done) when the count first moved (or just before, if that was the end)
+    /// and when it reached 90 % of `count`.
+    async fn count_sink_records(
+        &self,
+        running: &mut Running,
+        dir: &Path,
+        count: u64,
+    ) -> Result<((Instant, u64), (Instant, u64))> {
+        let url = format!(
+            "{}/connectors/{}/tasks/0/metrics",
+            running.rest_url(Duration::from_secs(120))?,
+            crate::systems::sink_name(dir)
+        );
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let mut first = None;
+        let mut before = None;
+        while Instant::now() < deadline {
+            running.check_alive()?;
+            // Not found until the connector is created: counts as nothing done yet.
+            let metrics: serde_json::Value = match client.get(&url).send().await {
+                Ok(response) => response.json().await.unwrap_or_default(),
+                Err(_) => serde_json::Value::Null,
+            };
+            let done = metrics["records_done"].as_u64();
+            let now = Instant::now();
+            let end = done.is_some_and(|d| d >= count / 10 * 9);
+            match done {
+                Some(0) => before = Some((now, 0)),
+                Some(d) if first.is_none() => {
+                    first = if end { before } else { Some((now, d)) };
+                    if first.is_none() {
+                        bail!(
+                            "the no-op sink was done before its task was seen at 0 records: no span to time"
+                        );
+                    }
+                }
+                _ => {}
+            }
+            if let (true, Some(first), Some(done)) = (end, first, done) {
+                return Ok((first, (now, done)));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        bail!(
+            "{} did not finish its job; see {}",
+            System::NoOpPlugin.name(),
+            running.log.display()
+        )
     }
 
     async fn density(&mut self, tasks: u32, duration: Duration) -> Result<DensityRun> {

@@ -71,7 +71,12 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
         ("startup-warm", &["wasm-connect", "Kafka Connect"][..]),
         (
             "source-1-task",
-            &["wasm-connect", "native rdkafka", "Kafka Connect"][..],
+            &[
+                "wasm-connect",
+                "native rdkafka",
+                "Kafka Connect",
+                "wasm-connect, no-op plugin",
+            ][..],
         ),
         (
             "source-2-task",
@@ -79,7 +84,12 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
         ),
         (
             "sink",
-            &["wasm-connect", "native rdkafka", "Kafka Connect"][..],
+            &[
+                "wasm-connect",
+                "native rdkafka",
+                "Kafka Connect",
+                "wasm-connect, no-op plugin",
+            ][..],
         ),
     ] {
         for system in systems {
@@ -111,6 +121,7 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
     let report = std::fs::read_to_string(&markdown).expect("BENCHMARKS.md");
     for heading in [
         "## Throughput",
+        "## Ceiling",
         "## Start-up",
         "## Peak memory",
         "## Density",

@@ -18,6 +18,14 @@ impl Connector for BenchSource {
         )
         .config(
             ConfigDef::new(
+                "topic",
+                ConfigType::String,
+                "The topic every record is written to.",
+            )
+            .default("bench"),
+        )
+        .config(
+            ConfigDef::new(
                 "record.size",
                 ConfigType::Int,
                 "Bytes of each record's value.",
@@ -38,9 +46,10 @@ pub struct Task {
 impl SourceTask for Task {
     fn create(config: Config) -> Result<Self> {
         let size: usize = config.parse_or("record.size", 100)?;
+        let topic = config.get("topic").unwrap_or("bench");
         Ok(Task {
             record: SourceRecord::new(&json!("bench"), &json!(0), Data::Bytes(vec![b'x'; size]))
-                .with_topic("bench"),
+                .with_topic(topic),
         })
     }
 
