@@ -193,7 +193,7 @@ fn render(options: &Options, results: &Results) -> String {
     let _ = writeln!(md, "## Machine\n\n{}\n", machine(&options.worker));
     let _ = writeln!(
         md,
-        "## Reproduce\n\n```sh\nscripts/bench\n```\n\nIt builds wasm-connect and the harness in release mode, runs the boundary micro-benchmarks (`cargo bench --profile release -p wasm-connect-bench --bench boundary`), fetches Kafka Connect 4.3.1 (`connect-runtime`, `connect-file`, `connect-json`, `connect-test-plugins`) from Maven Central, starts the broker, and runs this (the command as it ran, with this machine's paths): `{}`.\n",
+        "## Reproduce\n\n```sh\nscripts/bench\n```\n\nIt builds wasm-connect (without the embedded broker, which the suite never starts) and the harness in release mode, runs the boundary micro-benchmarks (`cargo bench --profile release -p wasm-connect-bench --bench boundary`), fetches Kafka Connect 4.3.1 (`connect-runtime`, `connect-file`, `connect-json`, `connect-test-plugins`) from Maven Central, starts the broker, and runs this (the command as it ran, with this machine's paths): `{}`.\n",
         options.command
     );
 
