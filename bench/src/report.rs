@@ -333,7 +333,7 @@ fn render(options: &Options, results: &Results) -> String {
     if !results.boundary.is_empty() {
         let _ = writeln!(
             md,
-            "\n## Host↔guest boundary (ns per record; criterion, `bench/benches/boundary.rs`)\n"
+            "\n## Host↔guest boundary (ns per record, and millions of records/s; criterion, `bench/benches/boundary.rs`)\n"
         );
         let _ = writeln!(
             md,
@@ -353,7 +353,11 @@ fn render(options: &Options, results: &Results) -> String {
                 p.record_size.clone(),
             ))
             .or_default()
-            .push(format!("{:.0}", p.ns_per_record));
+            .push(format!(
+                "{:.0} ({:.2} M/s)",
+                p.ns_per_record,
+                p.records_per_s / 1e6
+            ));
         }
         for ((direction, _, size), cells) in rows {
             let _ = writeln!(md, "| {direction} | {size} | {} |", cells.join(" | "));
