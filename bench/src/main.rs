@@ -139,7 +139,11 @@ fn main() -> Result<()> {
             .map(String::as_str)
             .with_context(|| format!("missing argument {i}"))
     };
-    if args.iter().any(|a| matches!(a.as_str(), "--help" | "-h")) {
+    // (Only among `run`'s options: the native commands take file names.)
+    let help = |a: &String| matches!(a.as_str(), "--help" | "-h");
+    if args.first().is_some_and(help)
+        || (args.first().is_some_and(|a| a == "run") && args.iter().any(help))
+    {
         println!("{USAGE}");
         return Ok(());
     }

@@ -240,7 +240,7 @@ fn render(options: &Options, results: &Results) -> String {
     );
     let _ = writeln!(
         md,
-        "The same workloads through wasm-connect with `bench-source` (returns copies of one prepared record with a 100-byte value) and `bench-sink` (accepts every record and drops it), both from `bench/plugins/`. What is left is the host and the contract's boundary: no plugin can be faster on this host and contract version, so a target this row misses is out of every plugin's reach until one of them changes. The source is measured like the others; the no-op sink writes no file, so it is timed by its task's `records_done` (counted as `put` returns, from the REST metrics) from its first change to 90 % of the records.\n"
+        "The same workloads through wasm-connect with `bench-source` (returns copies of one prepared record with a 100-byte value and a 7-byte text key) and `bench-sink` (accepts every record and drops it), both from `bench/plugins/`. What is left is the host and the contract's boundary: no plugin can be faster on this host and contract version, so a target this row misses is out of every plugin's reach until one of them changes. The source is measured like the others; the no-op sink writes no file, so it is timed by its task's `records_done` (counted as `put` returns, from the REST metrics) from its first change to 90 % of the records.\n"
     );
     let _ = writeln!(
         md,

@@ -170,7 +170,8 @@ fn free_port() -> Result<u16> {
 
 /// What to run.
 pub enum Job<'a> {
-    /// Write `count` records of about `value_size` bytes to `topic` with `tasks` tasks.
+    /// Write `count` records of about `value_size` bytes to `topic` with `tasks` tasks (the
+    /// no-op source writes until it is stopped; the harness counts `count` of them).
     Source {
         topic: &'a str,
         count: u64,
@@ -240,6 +241,8 @@ impl Env {
                 ("tasks.max", tasks.to_string()),
                 ("topic", (*topic).into()),
                 ("record.size", value_size.to_string()),
+                // As long as datagen's keys in this run (the record number as text).
+                ("key", "1234567".into()),
             ],
             Job::Sink { topic, .. } if no_op => vec![
                 ("name", sink_name(dir)),

@@ -402,8 +402,9 @@ impl Suite {
         })
     }
 
-    /// (time, records done) when the count first moved (or just before, if that was the end)
-    /// and when it reached 90 % of `count`.
+    /// (time, records done) when the count first moved (or when it was last seen at 0, if that
+    /// move was already the end) and when it reached 90 % of `count`. Polled every 10 ms: the
+    /// requests cost the measured worker well under 1 % of a core.
     async fn count_sink_records(
         &self,
         running: &mut Running,
@@ -415,10 +416,13 @@ impl Suite {
             running.rest_url(Duration::from_secs(120))?,
             crate::systems::sink_name(dir)
         );
-        let client = reqwest::Client::new();
+        // Before the connector exists, nothing is done.
+        let mut before = (Instant::now(), 0);
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()?;
         let deadline = Instant::now() + Duration::from_secs(600);
         let mut first = None;
-        let mut before = None;
         while Instant::now() < deadline {
             running.check_alive()?;
             // Not found until the connector is created: counts as nothing done yet.
@@ -426,25 +430,24 @@ impl Suite {
                 Ok(response) => response.json().await.unwrap_or_default(),
                 Err(_) => serde_json::Value::Null,
             };
+            if metrics["state"] == "FAILED" {
+                bail!(
+                    "the no-op sink's task failed: {metrics}; see {}",
+                    running.log.display()
+                );
+            }
             let done = metrics["records_done"].as_u64();
             let now = Instant::now();
             let end = done.is_some_and(|d| d >= count / 10 * 9);
             match done {
-                Some(0) => before = Some((now, 0)),
-                Some(d) if first.is_none() => {
-                    first = if end { before } else { Some((now, d)) };
-                    if first.is_none() {
-                        bail!(
-                            "the no-op sink was done before its task was seen at 0 records: no span to time"
-                        );
-                    }
-                }
+                Some(0) => before = (now, 0),
+                Some(d) if first.is_none() => first = Some(if end { before } else { (now, d) }),
                 _ => {}
             }
             if let (true, Some(first), Some(done)) = (end, first, done) {
                 return Ok((first, (now, done)));
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         bail!(
             "{} did not finish its job; see {}",

@@ -24,6 +24,11 @@ impl Connector for BenchSource {
             )
             .default("bench"),
         )
+        .config(ConfigDef::new(
+            "key",
+            ConfigType::String,
+            "A text key for every record; without it, keys are null.",
+        ))
         .config(
             ConfigDef::new(
                 "record.size",
@@ -47,10 +52,13 @@ impl SourceTask for Task {
     fn create(config: Config) -> Result<Self> {
         let size: usize = config.parse_or("record.size", 100)?;
         let topic = config.get("topic").unwrap_or("bench");
-        Ok(Task {
-            record: SourceRecord::new(&json!("bench"), &json!(0), Data::Bytes(vec![b'x'; size]))
-                .with_topic(topic),
-        })
+        let mut record =
+            SourceRecord::new(&json!("bench"), &json!(0), Data::Bytes(vec![b'x'; size]))
+                .with_topic(topic);
+        if let Some(key) = config.get("key") {
+            record = record.with_key(Data::Text(key.to_owned()));
+        }
+        Ok(Task { record })
     }
 
     fn poll(&mut self, max_records: u32) -> Result<Vec<SourceRecord>> {
