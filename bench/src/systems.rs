@@ -241,7 +241,7 @@ impl Env {
                 ("tasks.max", tasks.to_string()),
                 ("topic", (*topic).into()),
                 ("record.size", value_size.to_string()),
-                // As long as datagen's keys in this run (the record number as text).
+                // About as long as datagen's keys in this run (the record number as text).
                 ("key", "1234567".into()),
             ],
             Job::Sink { topic, .. } if no_op => vec![
