@@ -139,9 +139,9 @@ fn main() -> Result<()> {
             .map(String::as_str)
             .with_context(|| format!("missing argument {i}"))
     };
-    // (Only among `run`'s options: the native commands take file names.)
+    // (Among `run`'s options too, but not the native commands', which take file names.)
     let help = |a: &String| matches!(a.as_str(), "--help" | "-h");
-    if args.first().is_some_and(help)
+    if args.first().is_some_and(|a| help(a) || a == "help")
         || (args.first().is_some_and(|a| a == "run") && args.iter().any(help))
     {
         println!("{USAGE}");
@@ -158,10 +158,6 @@ fn main() -> Result<()> {
             native::source(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?)
         }
         Some("native-sink") => native::sink(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?),
-        Some("help") => {
-            println!("{USAGE}");
-            Ok(())
-        }
         _ => bail!("{USAGE}"),
     }
 }

@@ -128,8 +128,7 @@ impl FileOffsetStore {
             let state = self.lock();
             (state.offsets.clone(), state.version)
         };
-        persist(&self.path, &snapshot)
-            .map_err(|e| format!("cannot write the offset file {}: {e}", self.path.display()))?;
+        self.persist(&snapshot)?;
         *written = newest;
         Ok(())
     }
@@ -163,12 +162,9 @@ impl FileOffsetStore {
                 }
             }
         }
-        if let Err(e) = persist(&self.path, &state.offsets) {
+        if let Err(e) = self.persist(&state.offsets) {
             state.offsets = before;
-            return Err(format!(
-                "cannot write the offset file {}: {e}",
-                self.path.display()
-            ));
+            return Err(e);
         }
         state.version += 1;
         *written = state.version;
@@ -191,6 +187,12 @@ impl FileOffsetStore {
             store: Arc::clone(self),
             connector: connector.to_owned(),
         })
+    }
+
+    /// Write `offsets` as the whole file; the error names it.
+    fn persist(&self, offsets: &BTreeMap<String, Value>) -> Result<(), String> {
+        persist(&self.path, offsets)
+            .map_err(|e| format!("cannot write the offset file {}: {e}", self.path.display()))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
