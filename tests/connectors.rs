@@ -38,6 +38,7 @@ async fn connector(sandbox: &Sandbox, plugin: &str, cfg: &[(String, String)]) ->
         sandbox,
         &plugin.component,
         plugin.world,
+        plugin.contract,
         &context(cfg, None),
     )
     .await
@@ -51,9 +52,15 @@ async fn source_task(
     cfg: &[(String, String)],
 ) -> Result<SourceTaskInstance, CallError> {
     let plugin = load(sandbox, &plugin_file(plugin)).await;
-    SourceTaskInstance::create(sandbox, &plugin.component, ctx, &cfg.to_vec())
-        .await
-        .unwrap()
+    SourceTaskInstance::create(
+        sandbox,
+        &plugin.component,
+        plugin.contract,
+        ctx,
+        &cfg.to_vec(),
+    )
+    .await
+    .unwrap()
 }
 
 fn text(data: &Option<Data>) -> String {
@@ -141,6 +148,7 @@ async fn the_host_refuses_more_task_configs_than_tasks_max() {
         &sandbox,
         &plugin.component,
         plugin.world,
+        plugin.contract,
         &context(&cfg, None),
     )
     .await
@@ -459,6 +467,7 @@ async fn sink_task(
     SinkTaskInstance::create(
         sandbox,
         &plugin.component,
+        plugin.contract,
         &context(cfg, Some(0)),
         &cfg.to_vec(),
     )

@@ -1,9 +1,9 @@
 //! Hostile plugins against a real worker and broker: each misbehaves one way (spins, hoards
 //! memory, overflows its stack, panics, floods its output, returns a record over the size limit
-//! or more records than asked, reads files it was not granted, escapes its grant with `..` or a
-//! symlink, opens a network connection). Each must end FAILED with a trace naming the cause,
-//! while the worker keeps serving REST and a well-behaved connector beside them keeps its rate
-//! and loses nothing.
+//! or more records than asked, returns a packed batch that breaks the contract's rules, reads
+//! files it was not granted, escapes its grant with `..` or a symlink, opens a network
+//! connection). Each must end FAILED with a trace naming the cause, while the worker keeps
+//! serving REST and a well-behaved connector beside them keeps its rate and loses nothing.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -22,7 +22,7 @@ const RATE: u64 = 200;
 #[tokio::test(flavor = "multi_thread")]
 async fn hostile_plugins_fail_alone_while_rest_and_a_neighbour_keep_going() {
     let dir = tempfile::tempdir().unwrap();
-    let plugins = plugins_with(dir.path(), &["datagen"], &["misbehave"]);
+    let plugins = plugins_with(dir.path(), &["datagen"], &["misbehave", "malformed-batch"]);
     // A granted directory, a secret beside it, and a symlink from inside to the secret.
     let granted = dir.path().join("granted");
     fs::create_dir_all(&granted).unwrap();
@@ -113,6 +113,21 @@ async fn hostile_plugins_fail_alone_while_rest_and_a_neighbour_keep_going() {
             "network",
             json!({"mode": "connect", "address": kafka::bootstrap()}),
             "cannot connect to",
+        ),
+        (
+            "batch-span",
+            json!({"connector.class": "malformed-batch", "mode": "span"}),
+            "malformed batch: record 0 of the batch: its value span (4000 bytes from byte 2) lies outside the batch's 4 data bytes",
+        ),
+        (
+            "batch-utf8",
+            json!({"connector.class": "malformed-batch", "mode": "utf8"}),
+            "malformed batch: record 0 of the batch: its value is not valid UTF-8",
+        ),
+        (
+            "batch-headers",
+            json!({"connector.class": "malformed-batch", "mode": "headers"}),
+            "its headers span (3 entries from entry 0) lies outside the batch's 0 headers",
         ),
     ];
     let started = Instant::now();

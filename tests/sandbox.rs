@@ -49,6 +49,7 @@ async fn task(mode: &str, limits: Limits, task_id: u32) -> SourceTaskInstance {
     SourceTaskInstance::create(
         &sandbox,
         &plugin.component,
+        plugin.contract,
         &ctx,
         &config(&[("mode", mode)]),
     )
@@ -114,6 +115,7 @@ async fn time_spent_waiting_in_host_calls_does_not_count_against_the_deadline() 
     let mut task = SourceTaskInstance::create(
         &sandbox,
         &plugin.component,
+        plugin.contract,
         &ctx,
         &config(&[("mode", "sleep"), ("sleep.ms", "1500")]),
     )

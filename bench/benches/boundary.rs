@@ -56,6 +56,7 @@ fn boundary(c: &mut Criterion) {
             .block_on(SourceTaskInstance::create(
                 &sandbox,
                 &source.component,
+                source.contract,
                 &context(),
                 &config,
             ))
@@ -79,6 +80,7 @@ fn boundary(c: &mut Criterion) {
         .block_on(SinkTaskInstance::create(
             &sandbox,
             &sink.component,
+            sink.contract,
             &context(),
             &Vec::new(),
         ))

@@ -8,4 +8,5 @@
 pub use wasm_connect_sdk_sink_bindings as sink;
 pub use wasm_connect_sdk_source_bindings as source;
 
+pub(crate) use source::wasm_connect::plugin::batch;
 pub(crate) use source::wasm_connect::plugin::types as wit;

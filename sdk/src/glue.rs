@@ -3,7 +3,8 @@
 use std::cell::RefCell;
 use std::marker::PhantomData;
 
-use crate::bindings::{sink, source, wit};
+use crate::bindings::{batch, sink, source, wit};
+use crate::packed;
 use crate::{Config, Connector, SinkConnector, SinkTask, SourceConnector, SourceTask};
 
 /// Exports a [`SourceConnector`] as the `source-connector` world.
@@ -70,8 +71,9 @@ impl<T: SourceTask> source_task::GuestSourceTask for TaskCell<T> {
         let task = T::create(Config::from(config))?;
         Ok(source_task::Handle::new(TaskCell(RefCell::new(task))))
     }
-    fn poll(&self, max_records: u32) -> WitResult<Vec<wit::SourceRecord>> {
-        Ok(self.0.borrow_mut().poll(max_records)?)
+    fn poll(&self, max_records: u32) -> WitResult<batch::SourceBatch> {
+        let records = self.0.borrow_mut().poll(max_records)?;
+        Ok(packed::pack_source(&records)?)
     }
     fn commit(&self, positions: Vec<wit::SourcePosition>) -> WitResult<()> {
         Ok(self.0.borrow_mut().commit(positions)?)
@@ -102,7 +104,8 @@ impl<T: SinkTask> sink_task::GuestSinkTask for TaskCell<T> {
     fn close(&self, partitions: Vec<wit::TopicPartition>) -> WitResult<()> {
         Ok(self.0.borrow_mut().close(partitions)?)
     }
-    fn put(&self, records: Vec<wit::SinkRecord>) -> WitResult<Vec<wit::RecordFailure>> {
+    fn put(&self, batch: batch::SinkBatch) -> WitResult<Vec<wit::RecordFailure>> {
+        let records = packed::unpack_sink(batch)?;
         Ok(self.0.borrow_mut().put(records)?)
     }
     fn flush(

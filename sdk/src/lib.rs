@@ -11,6 +11,7 @@ mod error;
 #[doc(hidden)]
 pub mod glue;
 mod host;
+mod packed;
 mod record;
 mod spec;
 mod traits;

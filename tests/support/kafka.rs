@@ -104,6 +104,8 @@ pub struct Consumed {
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
     pub headers: Vec<(String, Option<Vec<u8>>)>,
+    /// Milliseconds since the Unix epoch, when the record has a timestamp.
+    pub timestamp: Option<i64>,
 }
 
 impl Consumed {
@@ -159,6 +161,7 @@ pub fn consume(topic: &str, count: usize, timeout: Duration) -> Vec<Consumed> {
                             .collect()
                     })
                     .unwrap_or_default(),
+                timestamp: m.timestamp().to_millis(),
             });
         }
     }

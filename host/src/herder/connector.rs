@@ -199,15 +199,20 @@ pub(crate) async fn prepare(
     } = check(shared, config)?;
     let ctx = connector_context(&config.name, &grants, limits);
     let instance_error = |e: String| vec![Problem::new("", e)];
-    let mut instance =
-        ConnectorInstance::new(&shared.sandbox, &plugin.component, plugin.world, &ctx)
-            .await
-            .map_err(|e| {
-                instance_error(format!(
-                    "cannot instantiate plugin {}: {e:#}",
-                    plugin.spec.name
-                ))
-            })?;
+    let mut instance = ConnectorInstance::new(
+        &shared.sandbox,
+        &plugin.component,
+        plugin.world,
+        plugin.contract,
+        &ctx,
+    )
+    .await
+    .map_err(|e| {
+        instance_error(format!(
+            "cannot instantiate plugin {}: {e:#}",
+            plugin.spec.name
+        ))
+    })?;
     let invalid = instance
         .validate(&pairs)
         .await
@@ -464,10 +469,15 @@ async fn run_once(
     let cannot = |e: anyhow::Error| Failure::from(format!("cannot instantiate the plugin: {e:#}"));
     match plugin.world {
         World::Source => {
-            let instance =
-                SourceTaskInstance::create(&shared.sandbox, &plugin.component, &ctx, task_config)
-                    .await
-                    .map_err(cannot)??;
+            let instance = SourceTaskInstance::create(
+                &shared.sandbox,
+                &plugin.component,
+                plugin.contract,
+                &ctx,
+                task_config,
+            )
+            .await
+            .map_err(cannot)??;
             SourceRunner {
                 connector: name.to_owned(),
                 task: id,
@@ -488,10 +498,15 @@ async fn run_once(
             .await
         }
         World::Sink => {
-            let instance =
-                SinkTaskInstance::create(&shared.sandbox, &plugin.component, &ctx, task_config)
-                    .await
-                    .map_err(cannot)??;
+            let instance = SinkTaskInstance::create(
+                &shared.sandbox,
+                &plugin.component,
+                plugin.contract,
+                &ctx,
+                task_config,
+            )
+            .await
+            .map_err(cannot)??;
             let subscription =
                 Subscription::from_config(&prepared.pairs).map_err(Failure::fatal)?;
             let client_id = format!("wasm-connect-{name}-{id}");

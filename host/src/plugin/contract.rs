@@ -5,12 +5,23 @@ use std::fmt;
 
 /// The WIT package every plugin implements.
 pub const PACKAGE: &str = "wasm-connect:plugin";
-/// The contract version this worker implements.
+/// The newest contract version this worker runs, the one `wasm-connect-sdk` builds.
 pub const VERSION: Version = Version {
     major: 0,
-    minor: 1,
+    minor: 2,
     patch: 0,
 };
+
+/// Every contract version this worker runs, oldest first. A plugin built for any version
+/// compatible with one of these loads (`wit/README.md` lists what each changed).
+pub const SUPPORTED: [Version; 2] = [
+    Version {
+        major: 0,
+        minor: 1,
+        patch: 0,
+    },
+    VERSION,
+];
 
 /// A semantic version of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -94,20 +105,24 @@ pub fn detect<'a>(exports: impl IntoIterator<Item = &'a str>) -> Result<(World, 
             ));
         }
     };
-    if !version.compatible_with(&VERSION) {
-        let relation = if version > VERSION {
-            "newer than"
-        } else {
-            "older than"
-        };
+    if !SUPPORTED.iter().any(|s| version.compatible_with(s)) {
+        let oldest = SUPPORTED[0];
+        let newer = version > VERSION;
         return Err(format!(
-            "it was built for contract {PACKAGE}@{version}, which is {relation} the {PACKAGE}@{}.{}.x this worker implements; {}",
-            VERSION.major,
-            VERSION.minor,
-            if version > VERSION {
+            "it was built for contract {PACKAGE}@{version}, which is {} this worker runs ({}); {}",
+            if newer { "newer than any" } else { "not one" },
+            SUPPORTED
+                .iter()
+                .map(|s| format!("{}.{}.x", s.major, s.minor))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if newer {
                 "upgrade wasm-connect or rebuild the plugin with a matching wasm-connect-sdk"
+                    .to_owned()
+            } else if version < oldest {
+                "rebuild the plugin with a current wasm-connect-sdk".to_owned()
             } else {
-                "rebuild the plugin with a current wasm-connect-sdk"
+                format!("rebuild the plugin against {PACKAGE}@{VERSION}")
             }
         ));
     }
@@ -128,8 +143,8 @@ mod tests {
     #[test]
     fn detects_worlds() {
         let source = detect([
-            "wasm-connect:plugin/connector@0.1.0",
-            "wasm-connect:plugin/source@0.1.0",
+            "wasm-connect:plugin/connector@0.2.0",
+            "wasm-connect:plugin/source@0.2.0",
         ]);
         assert_eq!(source, Ok((World::Source, VERSION)));
         let sink = detect([
@@ -137,6 +152,11 @@ mod tests {
             "wasm-connect:plugin/sink@0.1.3",
         ]);
         assert_eq!(sink.map(|(w, _)| w), Ok(World::Sink));
+        let old = detect([
+            "wasm-connect:plugin/connector@0.1.0",
+            "wasm-connect:plugin/source@0.1.0",
+        ]);
+        assert_eq!(old, Ok((World::Source, SUPPORTED[0])));
     }
 
     #[test]
@@ -149,15 +169,26 @@ mod tests {
         ])
         .unwrap_err();
         assert!(
-            err.contains("@1.0.0") && err.contains("newer than"),
+            err.contains("@1.0.0")
+                && err.contains("newer than any")
+                && err.contains("0.1.x, 0.2.x"),
             "{err}"
         );
         let err = detect([
-            "wasm-connect:plugin/connector@0.2.0",
-            "wasm-connect:plugin/sink@0.2.0",
+            "wasm-connect:plugin/connector@0.3.0",
+            "wasm-connect:plugin/sink@0.3.0",
         ])
         .unwrap_err();
-        assert!(err.contains("newer than"), "{err}");
+        assert!(err.contains("newer than any"), "{err}");
+        let err = detect([
+            "wasm-connect:plugin/connector@0.0.9",
+            "wasm-connect:plugin/sink@0.0.9",
+        ])
+        .unwrap_err();
+        assert!(
+            err.contains("not one") && err.contains("current wasm-connect-sdk"),
+            "{err}"
+        );
         let err = detect(["wasm-connect:plugin/connector@0.1.0"]).unwrap_err();
         assert!(err.contains("neither"), "{err}");
     }

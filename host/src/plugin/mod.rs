@@ -93,10 +93,15 @@ impl Plugin {
             )
         })?;
         let label = format!("plugin:{}", path.display());
-        let mut instance =
-            ConnectorInstance::new(sandbox, &component, world, &InstanceContext::bare(label))
-                .await
-                .map_err(|e| format!("it cannot be instantiated: {e:#}"))?;
+        let mut instance = ConnectorInstance::new(
+            sandbox,
+            &component,
+            world,
+            contract,
+            &InstanceContext::bare(label),
+        )
+        .await
+        .map_err(|e| format!("it cannot be instantiated: {e:#}"))?;
         let spec: PluginSpec = instance
             .spec()
             .await

@@ -123,9 +123,21 @@ impl Registry {
                         kind = %plugin.spec.kind,
                         file = %path.display(),
                         origin = ?plugin.origin,
+                        contract = %plugin.contract,
                         "{} plugin",
                         if previous.is_some() { "replaced" } else { "loaded" }
                     );
+                    if plugin.contract < crate::plugin::contract::VERSION {
+                        tracing::warn!(
+                            plugin = %plugin.spec.name,
+                            file = %path.display(),
+                            "built for contract {}@{}: it runs, but its records cross the sandbox boundary one allocation per field (slower); rebuild it with a current wasm-connect-sdk ({}@{})",
+                            crate::plugin::contract::PACKAGE,
+                            plugin.contract,
+                            crate::plugin::contract::PACKAGE,
+                            crate::plugin::contract::VERSION
+                        );
+                    }
                     if previous.is_some() {
                         report.replaced.push(plugin.clone());
                     } else {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::sync::Notify;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{CallHook, Engine, Store, UpdateDeadline};
 
 use super::bindings;
@@ -69,7 +69,12 @@ impl Sandbox {
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        bindings::source::SourceConnector::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+        // Every contract version the worker runs (their sink worlds import the same).
+        bindings::v0_1::source::SourceConnector::add_to_linker::<_, HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )?;
+        bindings::v0_2::source::SourceConnector::add_to_linker::<_, HasSelf<_>>(
             &mut linker,
             |state| state,
         )?;

@@ -7,10 +7,11 @@ use std::fmt;
 use wasmtime::Store;
 use wasmtime::component::{Component, ResourceAny};
 
-use super::bindings::{sink, source, types};
+use super::bindings::{types, v0_1, v0_2};
 use super::engine::{InstanceContext, Sandbox};
+use super::packed;
 use super::state::HostState;
-use crate::plugin::World;
+use crate::plugin::{Version, World};
 
 pub use types::{
     Config, ConfigError, ConnectorSpec, PluginError, RecordFailure, SinkRecord, SourcePosition,
@@ -161,9 +162,56 @@ fn trap_message(trap: &wasmtime::Error) -> String {
     parts.join(": ")
 }
 
+/// Which bindings a component is called through: its contract version's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Generation {
+    V0_1,
+    V0_2,
+}
+
+impl Generation {
+    fn of(version: Version) -> anyhow::Result<Self> {
+        match (version.major, version.minor) {
+            (0, 1) => Ok(Generation::V0_1),
+            (0, 2) => Ok(Generation::V0_2),
+            _ => anyhow::bail!(
+                "this worker has no bindings for contract {}@{version}",
+                crate::plugin::contract::PACKAGE
+            ),
+        }
+    }
+}
+
 enum ConnectorBindings {
-    Source(source::SourceConnector),
-    Sink(sink::SinkConnector),
+    SourceV0_1(v0_1::source::SourceConnector),
+    SinkV0_1(v0_1::sink::SinkConnector),
+    SourceV0_2(v0_2::source::SourceConnector),
+    SinkV0_2(v0_2::sink::SinkConnector),
+}
+
+/// Run `$call` on the `connector` export of whichever world and version `$bindings` holds
+/// (the interface is the same in all of them, with the same host types).
+macro_rules! on_connector {
+    ($bindings:expr, |$connector:ident| $call:expr) => {
+        match $bindings {
+            ConnectorBindings::SourceV0_1(b) => {
+                let $connector = b.wasm_connect_plugin_connector();
+                $call
+            }
+            ConnectorBindings::SinkV0_1(b) => {
+                let $connector = b.wasm_connect_plugin_connector();
+                $call
+            }
+            ConnectorBindings::SourceV0_2(b) => {
+                let $connector = b.wasm_connect_plugin_connector();
+                $call
+            }
+            ConnectorBindings::SinkV0_2(b) => {
+                let $connector = b.wasm_connect_plugin_connector();
+                $call
+            }
+        }
+    };
 }
 
 /// The instance that answers for a connector as a whole.
@@ -173,24 +221,31 @@ pub struct ConnectorInstance {
 }
 
 impl ConnectorInstance {
-    /// Instantiate `component` (implementing `world`) as a connector instance.
+    /// Instantiate `component` (implementing `world` of contract `version`) as a connector
+    /// instance.
     pub async fn new(
         sandbox: &Sandbox,
         component: &Component,
         world: World,
+        version: Version,
         ctx: &InstanceContext,
     ) -> anyhow::Result<Self> {
         let mut store = sandbox.store(ctx).map_err(anyhow::Error::from)?;
-        let bindings = match world {
-            World::Source => ConnectorBindings::Source(
-                source::SourceConnector::instantiate_async(&mut store, component, sandbox.linker())
-                    .await
-                    .map_err(anyhow::Error::from)?,
+        let linker = sandbox.linker();
+        let bindings = match (world, Generation::of(version)?) {
+            (World::Source, Generation::V0_1) => ConnectorBindings::SourceV0_1(
+                v0_1::source::SourceConnector::instantiate_async(&mut store, component, linker)
+                    .await?,
             ),
-            World::Sink => ConnectorBindings::Sink(
-                sink::SinkConnector::instantiate_async(&mut store, component, sandbox.linker())
-                    .await
-                    .map_err(anyhow::Error::from)?,
+            (World::Sink, Generation::V0_1) => ConnectorBindings::SinkV0_1(
+                v0_1::sink::SinkConnector::instantiate_async(&mut store, component, linker).await?,
+            ),
+            (World::Source, Generation::V0_2) => ConnectorBindings::SourceV0_2(
+                v0_2::source::SourceConnector::instantiate_async(&mut store, component, linker)
+                    .await?,
+            ),
+            (World::Sink, Generation::V0_2) => ConnectorBindings::SinkV0_2(
+                v0_2::sink::SinkConnector::instantiate_async(&mut store, component, linker).await?,
             ),
         };
         Ok(Self {
@@ -206,12 +261,7 @@ impl ConnectorInstance {
     pub async fn spec(&mut self) -> Result<ConnectorSpec, CallError> {
         const F: &str = "spec";
         let store = self.guard.begin(F)?;
-        let outcome = match &self.bindings {
-            ConnectorBindings::Source(b) => {
-                b.wasm_connect_plugin_connector().call_spec(store).await
-            }
-            ConnectorBindings::Sink(b) => b.wasm_connect_plugin_connector().call_spec(store).await,
-        };
+        let outcome = on_connector!(&self.bindings, |c| c.call_spec(store).await);
         self.guard.finish_infallible(F, outcome)
     }
 
@@ -219,18 +269,7 @@ impl ConnectorInstance {
     pub async fn validate(&mut self, config: &Config) -> Result<Vec<ConfigError>, CallError> {
         const F: &str = "validate";
         let store = self.guard.begin(F)?;
-        let outcome = match &self.bindings {
-            ConnectorBindings::Source(b) => {
-                b.wasm_connect_plugin_connector()
-                    .call_validate(store, config)
-                    .await
-            }
-            ConnectorBindings::Sink(b) => {
-                b.wasm_connect_plugin_connector()
-                    .call_validate(store, config)
-                    .await
-            }
-        };
+        let outcome = on_connector!(&self.bindings, |c| c.call_validate(store, config).await);
         self.guard.finish_infallible(F, outcome)
     }
 
@@ -243,18 +282,9 @@ impl ConnectorInstance {
     ) -> Result<Vec<Config>, CallError> {
         const F: &str = "task-configs";
         let store = self.guard.begin(F)?;
-        let outcome = match &self.bindings {
-            ConnectorBindings::Source(b) => {
-                b.wasm_connect_plugin_connector()
-                    .call_task_configs(store, config, max_tasks)
-                    .await
-            }
-            ConnectorBindings::Sink(b) => {
-                b.wasm_connect_plugin_connector()
-                    .call_task_configs(store, config, max_tasks)
-                    .await
-            }
-        };
+        let outcome = on_connector!(&self.bindings, |c| c
+            .call_task_configs(store, config, max_tasks)
+            .await);
         let configs = self.guard.finish(F, outcome)?;
         if configs.len() > max_tasks as usize {
             return Err(CallError::Contract {
@@ -269,26 +299,57 @@ impl ConnectorInstance {
     }
 }
 
+enum SourceBindings {
+    V0_1(v0_1::source::SourceConnector),
+    V0_2(v0_2::source::SourceConnector),
+}
+
+/// Run `$call` on the `source-task` resource of whichever version `$bindings` holds, for the
+/// functions whose types are the same in every version.
+macro_rules! on_source_task {
+    ($bindings:expr, |$task:ident| $call:expr) => {
+        match $bindings {
+            SourceBindings::V0_1(b) => {
+                let $task = b.wasm_connect_plugin_source().source_task();
+                $call
+            }
+            SourceBindings::V0_2(b) => {
+                let $task = b.wasm_connect_plugin_source().source_task();
+                $call
+            }
+        }
+    };
+}
+
 /// One running source task.
 pub struct SourceTaskInstance {
     guard: Guarded,
-    bindings: source::SourceConnector,
+    bindings: SourceBindings,
     handle: ResourceAny,
 }
 
 impl SourceTaskInstance {
-    /// Instantiate `component` and create the task from `config` (`source-task.create`).
+    /// Instantiate `component` (built for contract `version`) and create the task from
+    /// `config` (`source-task.create`).
     pub async fn create(
         sandbox: &Sandbox,
         component: &Component,
+        version: Version,
         ctx: &InstanceContext,
         config: &Config,
     ) -> anyhow::Result<Result<Self, CallError>> {
         let mut store = sandbox.store(ctx).map_err(anyhow::Error::from)?;
-        let bindings =
-            source::SourceConnector::instantiate_async(&mut store, component, sandbox.linker())
-                .await
-                .map_err(anyhow::Error::from)?;
+        let linker = sandbox.linker();
+        let bindings = match Generation::of(version)? {
+            Generation::V0_1 => SourceBindings::V0_1(
+                v0_1::source::SourceConnector::instantiate_async(&mut store, component, linker)
+                    .await?,
+            ),
+            Generation::V0_2 => SourceBindings::V0_2(
+                v0_2::source::SourceConnector::instantiate_async(&mut store, component, linker)
+                    .await?,
+            ),
+        };
         let mut guard = Guarded {
             store,
             poisoned: false,
@@ -298,11 +359,7 @@ impl SourceTaskInstance {
             Ok(store) => store,
             Err(e) => return Ok(Err(e)),
         };
-        let outcome = bindings
-            .wasm_connect_plugin_source()
-            .source_task()
-            .call_create(store, config)
-            .await;
+        let outcome = on_source_task!(&bindings, |t| t.call_create(store, config).await);
         Ok(guard.finish(F, outcome).map(|handle| Self {
             guard,
             bindings,
@@ -310,39 +367,56 @@ impl SourceTaskInstance {
         }))
     }
 
-    /// Up to `max_records` records; more than that is a contract violation.
+    /// Up to `max_records` records; more than that, or a batch that breaks the packing rules,
+    /// is a contract violation.
     pub async fn poll(&mut self, max_records: u32) -> Result<Vec<SourceRecord>, CallError> {
         const F: &str = "poll";
         let store = self.guard.begin(F)?;
-        let outcome = self
-            .bindings
-            .wasm_connect_plugin_source()
-            .source_task()
-            .call_poll(store, self.handle, max_records)
-            .await;
-        let records = self.guard.finish(F, outcome)?;
-        if records.len() > max_records as usize {
-            return Err(CallError::Contract {
-                function: F,
-                message: format!(
-                    "the task returned {} records but at most {max_records} were asked for",
-                    records.len()
-                ),
-            });
+        let too_many = |count: usize| CallError::Contract {
+            function: F,
+            message: format!(
+                "the task returned {count} records but at most {max_records} were asked for"
+            ),
+        };
+        match &self.bindings {
+            SourceBindings::V0_1(b) => {
+                let outcome = b
+                    .wasm_connect_plugin_source()
+                    .source_task()
+                    .call_poll(store, self.handle, max_records)
+                    .await;
+                let records = self.guard.finish(F, outcome)?;
+                if records.len() > max_records as usize {
+                    return Err(too_many(records.len()));
+                }
+                Ok(records)
+            }
+            SourceBindings::V0_2(b) => {
+                let outcome = b
+                    .wasm_connect_plugin_source()
+                    .source_task()
+                    .call_poll(store, self.handle, max_records)
+                    .await;
+                let batch = self.guard.finish(F, outcome)?;
+                if batch.records.len() > max_records as usize {
+                    return Err(too_many(batch.records.len()));
+                }
+                packed::unpack_source(batch).map_err(|message| CallError::Contract {
+                    function: F,
+                    message: format!("the task returned a malformed batch: {message}"),
+                })
+            }
         }
-        Ok(records)
     }
 
     /// Tell the task these offsets are durably recorded.
     pub async fn commit(&mut self, positions: &[SourcePosition]) -> Result<(), CallError> {
         const F: &str = "commit";
         let store = self.guard.begin(F)?;
-        let outcome = self
-            .bindings
-            .wasm_connect_plugin_source()
-            .source_task()
-            .call_commit(store, self.handle, positions)
-            .await;
+        let handle = self.handle;
+        let outcome = on_source_task!(&self.bindings, |t| t
+            .call_commit(store, handle, positions)
+            .await);
         self.guard.finish(F, outcome)
     }
 
@@ -350,38 +424,62 @@ impl SourceTaskInstance {
     pub async fn stop(mut self) -> Result<(), CallError> {
         const F: &str = "stop";
         let store = self.guard.begin(F)?;
-        let outcome = self
-            .bindings
-            .wasm_connect_plugin_source()
-            .source_task()
-            .call_stop(store, self.handle)
-            .await;
+        let handle = self.handle;
+        let outcome = on_source_task!(&self.bindings, |t| t.call_stop(store, handle).await);
         self.guard.finish_infallible(F, outcome)?;
         let outcome = self.handle.resource_drop_async(&mut self.guard.store).await;
         self.guard.finish_infallible("source-task.drop", outcome)
     }
 }
 
+enum SinkBindings {
+    V0_1(v0_1::sink::SinkConnector),
+    V0_2(v0_2::sink::SinkConnector),
+}
+
+/// As [`on_source_task`], for the `sink-task` resource.
+macro_rules! on_sink_task {
+    ($bindings:expr, |$task:ident| $call:expr) => {
+        match $bindings {
+            SinkBindings::V0_1(b) => {
+                let $task = b.wasm_connect_plugin_sink().sink_task();
+                $call
+            }
+            SinkBindings::V0_2(b) => {
+                let $task = b.wasm_connect_plugin_sink().sink_task();
+                $call
+            }
+        }
+    };
+}
+
 /// One running sink task.
 pub struct SinkTaskInstance {
     guard: Guarded,
-    bindings: sink::SinkConnector,
+    bindings: SinkBindings,
     handle: ResourceAny,
 }
 
 impl SinkTaskInstance {
-    /// Instantiate `component` and create the task from `config` (`sink-task.create`).
+    /// Instantiate `component` (built for contract `version`) and create the task from
+    /// `config` (`sink-task.create`).
     pub async fn create(
         sandbox: &Sandbox,
         component: &Component,
+        version: Version,
         ctx: &InstanceContext,
         config: &Config,
     ) -> anyhow::Result<Result<Self, CallError>> {
         let mut store = sandbox.store(ctx).map_err(anyhow::Error::from)?;
-        let bindings =
-            sink::SinkConnector::instantiate_async(&mut store, component, sandbox.linker())
-                .await
-                .map_err(anyhow::Error::from)?;
+        let linker = sandbox.linker();
+        let bindings = match Generation::of(version)? {
+            Generation::V0_1 => SinkBindings::V0_1(
+                v0_1::sink::SinkConnector::instantiate_async(&mut store, component, linker).await?,
+            ),
+            Generation::V0_2 => SinkBindings::V0_2(
+                v0_2::sink::SinkConnector::instantiate_async(&mut store, component, linker).await?,
+            ),
+        };
         let mut guard = Guarded {
             store,
             poisoned: false,
@@ -391,11 +489,7 @@ impl SinkTaskInstance {
             Ok(store) => store,
             Err(e) => return Ok(Err(e)),
         };
-        let outcome = bindings
-            .wasm_connect_plugin_sink()
-            .sink_task()
-            .call_create(store, config)
-            .await;
+        let outcome = on_sink_task!(&bindings, |t| t.call_create(store, config).await);
         Ok(guard.finish(F, outcome).map(|handle| Self {
             guard,
             bindings,
@@ -407,12 +501,10 @@ impl SinkTaskInstance {
     pub async fn open(&mut self, partitions: &[TopicPartition]) -> Result<(), CallError> {
         const F: &str = "open";
         let store = self.guard.begin(F)?;
-        let outcome = self
-            .bindings
-            .wasm_connect_plugin_sink()
-            .sink_task()
-            .call_open(store, self.handle, partitions)
-            .await;
+        let handle = self.handle;
+        let outcome = on_sink_task!(&self.bindings, |t| t
+            .call_open(store, handle, partitions)
+            .await);
         self.guard.finish(F, outcome)
     }
 
@@ -420,12 +512,10 @@ impl SinkTaskInstance {
     pub async fn close(&mut self, partitions: &[TopicPartition]) -> Result<(), CallError> {
         const F: &str = "close";
         let store = self.guard.begin(F)?;
-        let outcome = self
-            .bindings
-            .wasm_connect_plugin_sink()
-            .sink_task()
-            .call_close(store, self.handle, partitions)
-            .await;
+        let handle = self.handle;
+        let outcome = on_sink_task!(&self.bindings, |t| t
+            .call_close(store, handle, partitions)
+            .await);
         self.guard.finish(F, outcome)
     }
 
@@ -433,13 +523,27 @@ impl SinkTaskInstance {
     /// the batch, or the same index twice, is a contract violation.
     pub async fn put(&mut self, records: &[SinkRecord]) -> Result<Vec<RecordFailure>, CallError> {
         const F: &str = "put";
-        let store = self.guard.begin(F)?;
-        let outcome = self
-            .bindings
-            .wasm_connect_plugin_sink()
-            .sink_task()
-            .call_put(store, self.handle, records)
-            .await;
+        let handle = self.handle;
+        let outcome = match &self.bindings {
+            SinkBindings::V0_1(b) => {
+                let store = self.guard.begin(F)?;
+                b.wasm_connect_plugin_sink()
+                    .sink_task()
+                    .call_put(store, handle, records)
+                    .await
+            }
+            SinkBindings::V0_2(b) => {
+                let batch = packed::pack_sink(records).map_err(|message| CallError::Contract {
+                    function: F,
+                    message,
+                })?;
+                let store = self.guard.begin(F)?;
+                b.wasm_connect_plugin_sink()
+                    .sink_task()
+                    .call_put(store, handle, &batch)
+                    .await
+            }
+        };
         let failures = self.guard.finish(F, outcome)?;
         let mut seen = std::collections::HashSet::with_capacity(failures.len());
         if let Some(twice) = failures.iter().find(|f| !seen.insert(f.index)) {
@@ -471,12 +575,10 @@ impl SinkTaskInstance {
     ) -> Result<Vec<TopicPartitionOffset>, CallError> {
         const F: &str = "flush";
         let store = self.guard.begin(F)?;
-        let outcome = self
-            .bindings
-            .wasm_connect_plugin_sink()
-            .sink_task()
-            .call_flush(store, self.handle, offsets)
-            .await;
+        let handle = self.handle;
+        let outcome = on_sink_task!(&self.bindings, |t| t
+            .call_flush(store, handle, offsets)
+            .await);
         self.guard.finish(F, outcome)
     }
 
@@ -484,12 +586,8 @@ impl SinkTaskInstance {
     pub async fn stop(mut self) -> Result<(), CallError> {
         const F: &str = "stop";
         let store = self.guard.begin(F)?;
-        let outcome = self
-            .bindings
-            .wasm_connect_plugin_sink()
-            .sink_task()
-            .call_stop(store, self.handle)
-            .await;
+        let handle = self.handle;
+        let outcome = on_sink_task!(&self.bindings, |t| t.call_stop(store, handle).await);
         self.guard.finish_infallible(F, outcome)?;
         let outcome = self.handle.resource_drop_async(&mut self.guard.store).await;
         self.guard.finish_infallible("sink-task.drop", outcome)

@@ -7,6 +7,7 @@
 //! - [`limits`]: memory and CPU limits per instance.
 //! - [`instance`]: connector and task instances, the typed calls into a plugin.
 //! - [`state`]: what a store holds, and the host side of the plugin's imports.
+//! - `packed`: contract 0.2.0's packed batches to and from the host's record types.
 
 pub mod bindings;
 pub mod cache;
@@ -14,6 +15,7 @@ pub mod capabilities;
 pub mod engine;
 pub mod instance;
 pub mod limits;
+mod packed;
 pub mod state;
 mod stdio;
 

@@ -7,7 +7,8 @@ use tokio::sync::Notify;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::source::wasm_connect::plugin::{context, log, offsets, types};
+use super::bindings::v0_1::source::wasm_connect::plugin::{context, log, offsets, types};
+use super::bindings::v0_2::source::wasm_connect::plugin as v0_2;
 use super::limits::Meter;
 
 /// Identifies an instance in logs and errors.
@@ -66,29 +67,63 @@ impl WasiView for HostState {
     }
 }
 
-impl log::Host for HostState {
-    fn log(&mut self, level: log::Level, message: String) {
+impl HostState {
+    /// The `log` import of every contract version: one event tagged with connector and task.
+    fn log_event(&self, level: tracing::Level, message: &str) {
         if !self.log_budget.admit_line(&self.tags) {
             return;
         }
         let (connector, task) = (&self.tags.connector, self.tags.task_label());
         match level {
-            log::Level::Trace => {
+            tracing::Level::TRACE => {
                 tracing::trace!(target: "plugin", connector = %connector, task = %task, "{message}")
             }
-            log::Level::Debug => {
+            tracing::Level::DEBUG => {
                 tracing::debug!(target: "plugin", connector = %connector, task = %task, "{message}")
             }
-            log::Level::Info => {
+            tracing::Level::INFO => {
                 tracing::info!(target: "plugin", connector = %connector, task = %task, "{message}")
             }
-            log::Level::Warn => {
+            tracing::Level::WARN => {
                 tracing::warn!(target: "plugin", connector = %connector, task = %task, "{message}")
             }
-            log::Level::Error => {
+            tracing::Level::ERROR => {
                 tracing::error!(target: "plugin", connector = %connector, task = %task, "{message}")
             }
         }
+    }
+
+    /// The `context.request-reconfiguration` import of every contract version.
+    fn notify_reconfiguration(&self) {
+        tracing::info!(connector = %self.tags.connector, task = %self.tags.task_label(), "plugin requested a task reconfiguration");
+        self.reconfigure.notify_one();
+    }
+}
+
+impl log::Host for HostState {
+    fn log(&mut self, level: log::Level, message: String) {
+        let level = match level {
+            log::Level::Trace => tracing::Level::TRACE,
+            log::Level::Debug => tracing::Level::DEBUG,
+            log::Level::Info => tracing::Level::INFO,
+            log::Level::Warn => tracing::Level::WARN,
+            log::Level::Error => tracing::Level::ERROR,
+        };
+        self.log_event(level, &message);
+    }
+}
+
+impl v0_2::log::Host for HostState {
+    fn log(&mut self, level: v0_2::log::Level, message: String) {
+        use v0_2::log::Level;
+        let level = match level {
+            Level::Trace => tracing::Level::TRACE,
+            Level::Debug => tracing::Level::DEBUG,
+            Level::Info => tracing::Level::INFO,
+            Level::Warn => tracing::Level::WARN,
+            Level::Error => tracing::Level::ERROR,
+        };
+        self.log_event(level, &message);
     }
 }
 
@@ -98,11 +133,23 @@ impl offsets::Host for HostState {
     }
 }
 
+impl v0_2::offsets::Host for HostState {
+    fn read(&mut self, source_partitions: Vec<String>) -> Vec<Option<String>> {
+        self.offsets.read(&source_partitions)
+    }
+}
+
 impl context::Host for HostState {
     fn request_reconfiguration(&mut self) {
-        tracing::info!(connector = %self.tags.connector, task = %self.tags.task_label(), "plugin requested a task reconfiguration");
-        self.reconfigure.notify_one();
+        self.notify_reconfiguration();
+    }
+}
+
+impl v0_2::context::Host for HostState {
+    fn request_reconfiguration(&mut self) {
+        self.notify_reconfiguration();
     }
 }
 
 impl types::Host for HostState {}
+impl v0_2::batch::Host for HostState {}

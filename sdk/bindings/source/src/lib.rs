@@ -17,12 +17,10 @@ pub mod __rt {
 
 wit_bindgen::generate!({
     world: "source-connector",
-    path: "../../../wit",
+    path: "../../../wit/0.2.0",
     pub_export_macro: true,
     export_macro_name: "export_source_world",
     default_bindings_module: "wasm_connect_sdk::bindings::source",
     runtime_path: "wasm_connect_sdk::__rt::wit_bindgen::rt",
     generate_all,
 });
-
-mod records;
