@@ -127,7 +127,12 @@ async fn hostile_plugins_fail_alone_while_rest_and_a_neighbour_keep_going() {
         (
             "batch-headers",
             json!({"connector.class": "malformed-batch", "mode": "headers"}),
-            "its headers span (3 entries from entry 0) lies outside the batch's 0 headers",
+            "its header range (3 entries from entry 0) lies outside the batch's 0 headers",
+        ),
+        (
+            "batch-columns",
+            json!({"connector.class": "malformed-batch", "mode": "columns"}),
+            "its timestamp list has 2 entries but the batch has 1 records",
         ),
     ];
     let started = Instant::now();

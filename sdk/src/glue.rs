@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 
 use crate::bindings::{batch, sink, source, wit};
 use crate::packed;
-use crate::{Config, Connector, SinkConnector, SinkTask, SourceConnector, SourceTask};
+use crate::{Config, Connector, SinkConnector, SinkRecords, SinkTask, SourceConnector, SourceTask};
 
 /// Exports a [`SourceConnector`] as the `source-connector` world.
 pub struct SourcePlugin<C>(PhantomData<C>);
@@ -105,8 +105,8 @@ impl<T: SinkTask> sink_task::GuestSinkTask for TaskCell<T> {
         Ok(self.0.borrow_mut().close(partitions)?)
     }
     fn put(&self, batch: batch::SinkBatch) -> WitResult<Vec<wit::RecordFailure>> {
-        let records = packed::unpack_sink(batch)?;
-        Ok(self.0.borrow_mut().put(records)?)
+        let records = SinkRecords::new(batch)?;
+        Ok(self.0.borrow_mut().put(&records)?)
     }
     fn flush(
         &self,

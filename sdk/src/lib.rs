@@ -13,6 +13,7 @@ pub mod glue;
 mod host;
 mod packed;
 mod record;
+mod sink_records;
 mod spec;
 mod traits;
 
@@ -23,6 +24,7 @@ pub use record::{
     Data, Header, RecordFailure, SinkRecord, SourcePosition, SourceRecord, TopicPartition,
     TopicPartitionOffset,
 };
+pub use sink_records::{DataRef, HeaderRef, SinkRecordRef, SinkRecords};
 pub use spec::{ConfigDef, ConfigType, Importance, Spec};
 pub use traits::{Connector, SinkConnector, SinkTask, SourceConnector, SourceTask};
 

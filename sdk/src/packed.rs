@@ -1,90 +1,124 @@
-//! Packed batches (`wit/0.2.0/batch.wit`) to and from the record types plugin authors use:
-//! records a source task returns are packed into one buffer, and a sink batch is unpacked into
-//! records before `SinkTask::put` sees it.
+//! Packing what `SourceTask::poll` returns into a `batch.source-batch`
+//! (`wit/0.2.0/batch.wit`): one buffer of bytes plus one list per field.
 
 use crate::Error;
 use crate::bindings::batch::{
-    DataKind, PackedHeader, PackedSinkRecord, PackedSourceRecord, SinkBatch, SourceBatch, Span,
+    DataColumn, HeaderRanges, PackedHeader, SourceBatch, Span, SpanColumn,
 };
-use crate::record::{Data, Header, SinkRecord, SourceRecord};
+use crate::record::{Data, SourceRecord};
 
-/// Pack what `SourceTask::poll` returned for `source-task.poll`.
+/// `data-column.kind` values.
+pub(crate) const NULL: u8 = 0;
+pub(crate) const BYTES: u8 = 1;
+pub(crate) const TEXT: u8 = 2;
+pub(crate) const JSON: u8 = 3;
+
+/// Pack what `SourceTask::poll` returned for `source-task.poll`. A source partition equal to
+/// the previous record's is stored once.
 pub(crate) fn pack_source(records: &[SourceRecord]) -> Result<SourceBatch, Error> {
+    let n = records.len();
     let bytes = records
         .iter()
         .map(|r| {
-            r.topic.as_ref().map_or(0, String::len)
-                + data_bytes(r.key.as_ref()).len()
+            data_bytes(r.key.as_ref()).len()
                 + data_bytes(r.value.as_ref()).len()
                 + r.source_partition.len()
                 + r.source_offset.len()
         })
         .sum();
     let mut data = Writer(Vec::with_capacity(bytes));
-    let mut headers = Vec::new();
-    let mut packed = Vec::with_capacity(records.len());
+    let mut batch = SourceBatch {
+        data: Vec::new(),
+        topics: Vec::new(),
+        topic: Vec::with_capacity(n),
+        partition: Vec::with_capacity(n),
+        timestamp: Vec::with_capacity(n),
+        key: data_column(n),
+        value: data_column(n),
+        source_partition: span_column(n),
+        source_offset: span_column(n),
+        headers: Vec::new(),
+        header_ranges: HeaderRanges {
+            first: Vec::with_capacity(n),
+            count: Vec::with_capacity(n),
+        },
+    };
+    let mut previous_partition: Option<(&str, Span)> = None;
     for record in records {
         let topic = match &record.topic {
-            Some(topic) => Some(data.push(topic.as_bytes())?),
-            None => None,
+            None => -1,
+            Some(topic) => {
+                let index = match batch.topics.iter().rposition(|t| t == topic) {
+                    Some(index) => index,
+                    None => {
+                        batch.topics.push(topic.clone());
+                        batch.topics.len() - 1
+                    }
+                };
+                i32::try_from(index).map_err(|_| too_big())?
+            }
         };
-        let (key_kind, key) = data.data(record.key.as_ref())?;
-        let (value_kind, value) = data.data(record.value.as_ref())?;
-        let header_span = data.headers(&record.headers, &mut headers)?;
-        packed.push(PackedSourceRecord {
-            topic,
-            partition: record.partition,
-            key_kind,
-            key,
-            value_kind,
-            value,
-            headers: header_span,
-            timestamp: record.timestamp,
-            source_partition: data.push(record.source_partition.as_bytes())?,
-            source_offset: data.push(record.source_offset.as_bytes())?,
-        });
+        batch.topic.push(topic);
+        batch.partition.push(record.partition.unwrap_or(-1));
+        batch.timestamp.push(record.timestamp.unwrap_or(-1));
+        data.data(record.key.as_ref(), &mut batch.key)?;
+        data.data(record.value.as_ref(), &mut batch.value)?;
+        let partition = match previous_partition {
+            Some((text, span)) if text == record.source_partition => span,
+            _ => data.push(record.source_partition.as_bytes())?,
+        };
+        previous_partition = Some((&record.source_partition, partition));
+        push_span(&mut batch.source_partition, partition);
+        let offset = data.push(record.source_offset.as_bytes())?;
+        push_span(&mut batch.source_offset, offset);
+        batch.header_ranges.first.push(to_u32(batch.headers.len())?);
+        batch
+            .header_ranges
+            .count
+            .push(to_u32(record.headers.len())?);
+        for header in &record.headers {
+            let key = data.push(header.key.as_bytes())?;
+            let value = match &header.value {
+                Some(v) => Some(data.push(v)?),
+                None => None,
+            };
+            batch.headers.push(PackedHeader { key, value });
+        }
     }
-    Ok(SourceBatch {
-        data: data.0,
-        records: packed,
-        headers,
-    })
+    batch.data = data.0;
+    Ok(batch)
 }
 
-/// Unpack a `sink-task.put` batch into the records `SinkTask::put` takes.
-pub(crate) fn unpack_sink(batch: SinkBatch) -> Result<Vec<SinkRecord>, Error> {
-    let reader = Reader {
-        data: &batch.data,
-        headers: &batch.headers,
-    };
-    batch
-        .records
-        .iter()
-        .enumerate()
-        .map(|(index, packed)| {
-            reader.sink_record(packed, &batch.topics).map_err(|problem| {
-                Error::fatal(format!(
-                    "the worker sent a malformed batch (record {index}: {problem}); the worker and wasm-connect-sdk disagree on the contract"
-                ))
-            })
-        })
-        .collect()
+fn data_column(n: usize) -> DataColumn {
+    DataColumn {
+        kind: Vec::with_capacity(n),
+        start: Vec::with_capacity(n),
+        len: Vec::with_capacity(n),
+    }
+}
+
+fn span_column(n: usize) -> SpanColumn {
+    SpanColumn {
+        start: Vec::with_capacity(n),
+        len: Vec::with_capacity(n),
+    }
+}
+
+fn push_span(column: &mut SpanColumn, span: Span) {
+    column.start.push(span.start);
+    column.len.push(span.len);
 }
 
 fn data_bytes(data: Option<&Data>) -> &[u8] {
-    match data {
-        None => &[],
-        Some(Data::Bytes(b)) => b,
-        Some(Data::Text(s) | Data::Json(s)) => s.as_bytes(),
-    }
+    data.map_or(&[], Data::as_bytes)
+}
+
+fn too_big() -> Error {
+    Error::fatal("a poll returned more than 4 GiB of record data; return fewer records per poll")
 }
 
 fn to_u32(n: usize) -> Result<u32, Error> {
-    u32::try_from(n).map_err(|_| {
-        Error::fatal(
-            "a poll returned more than 4 GiB of record data; return fewer records per poll",
-        )
-    })
+    u32::try_from(n).map_err(|_| too_big())
 }
 
 /// Appends fields to a batch's `data`.
@@ -101,232 +135,83 @@ impl Writer {
         Ok(span)
     }
 
-    fn data(&mut self, data: Option<&Data>) -> Result<(DataKind, Span), Error> {
-        let kind = match data {
-            None => return Ok((DataKind::Null, Span { start: 0, len: 0 })),
-            Some(Data::Bytes(_)) => DataKind::Bytes,
-            Some(Data::Text(_)) => DataKind::Text,
-            Some(Data::Json(_)) => DataKind::Json,
+    fn data(&mut self, data: Option<&Data>, column: &mut DataColumn) -> Result<(), Error> {
+        let (kind, span) = match data {
+            None => (NULL, Span { start: 0, len: 0 }),
+            Some(d) => {
+                let kind = match d {
+                    Data::Bytes(_) => BYTES,
+                    Data::Text(_) => TEXT,
+                    Data::Json(_) => JSON,
+                };
+                (kind, self.push(d.as_bytes())?)
+            }
         };
-        Ok((kind, self.push(data_bytes(data))?))
-    }
-
-    fn headers(&mut self, headers: &[Header], all: &mut Vec<PackedHeader>) -> Result<Span, Error> {
-        let start = to_u32(all.len())?;
-        for header in headers {
-            let key = self.push(header.key.as_bytes())?;
-            let value = match &header.value {
-                Some(v) => Some(self.push(v)?),
-                None => None,
-            };
-            all.push(PackedHeader { key, value });
-        }
-        Ok(Span {
-            start,
-            len: to_u32(headers.len())?,
-        })
-    }
-}
-
-/// Reads fields out of a batch the worker sent.
-struct Reader<'a> {
-    data: &'a [u8],
-    headers: &'a [PackedHeader],
-}
-
-impl<'a> Reader<'a> {
-    fn bytes(&self, span: Span) -> Result<&'a [u8], String> {
-        let start = span.start as usize;
-        start
-            .checked_add(span.len as usize)
-            .and_then(|end| self.data.get(start..end))
-            .ok_or_else(|| format!("a span ends past the batch's {} bytes", self.data.len()))
-    }
-
-    fn text(&self, span: Span) -> Result<String, String> {
-        std::str::from_utf8(self.bytes(span)?)
-            .map(str::to_owned)
-            .map_err(|_| "text that is not UTF-8".to_owned())
-    }
-
-    fn data(&self, kind: DataKind, span: Span) -> Result<Option<Data>, String> {
-        Ok(match kind {
-            DataKind::Null => None,
-            DataKind::Bytes => Some(Data::Bytes(self.bytes(span)?.to_vec())),
-            DataKind::Text => Some(Data::Text(self.text(span)?)),
-            DataKind::Json => Some(Data::Json(self.text(span)?)),
-        })
-    }
-
-    fn sink_record(
-        &self,
-        packed: &PackedSinkRecord,
-        topics: &[String],
-    ) -> Result<SinkRecord, String> {
-        let topic = topics
-            .get(packed.topic as usize)
-            .ok_or_else(|| format!("topic index {} of {}", packed.topic, topics.len()))?;
-        let start = packed.headers.start as usize;
-        let headers = start
-            .checked_add(packed.headers.len as usize)
-            .and_then(|end| self.headers.get(start..end))
-            .ok_or_else(|| format!("headers past the batch's {}", self.headers.len()))?
-            .iter()
-            .map(|h| {
-                Ok(Header {
-                    key: self.text(h.key)?,
-                    value: match h.value {
-                        Some(v) => Some(self.bytes(v)?.to_vec()),
-                        None => None,
-                    },
-                })
-            })
-            .collect::<Result<Vec<_>, String>>()?;
-        Ok(SinkRecord {
-            topic: topic.clone(),
-            partition: packed.partition,
-            offset: packed.offset,
-            key: self.data(packed.key_kind, packed.key)?,
-            value: self.data(packed.value_kind, packed.value)?,
-            headers,
-            timestamp: packed.timestamp,
-        })
+        column.kind.push(kind);
+        column.start.push(span.start);
+        column.len.push(span.len);
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Header;
 
     fn source_record(n: u8) -> SourceRecord {
         SourceRecord {
             topic: (n == 1).then(|| "other".to_owned()),
-            partition: Some(n.into()),
+            partition: (n != 2).then_some(n.into()),
             key: (n != 2).then(|| Data::Bytes(vec![n, 0, 255])),
             value: Some(Data::Json(format!("{{\"n\":{n}}}"))),
             headers: vec![Header {
                 key: format!("h{n}"),
                 value: (n == 0).then(|| b"v".to_vec()),
             }],
-            timestamp: Some(n.into()),
+            timestamp: (n != 2).then_some(n.into()),
             source_partition: "{\"p\":0}".to_owned(),
             source_offset: format!("{{\"o\":{n}}}"),
         }
     }
 
-    /// Read a packed source batch back (the worker's side of the contract).
-    fn read_source(batch: &SourceBatch) -> Vec<SourceRecord> {
-        let reader = Reader {
-            data: &batch.data,
-            headers: &batch.headers,
-        };
-        batch
-            .records
-            .iter()
-            .map(|p| {
-                let headers = &batch.headers
-                    [p.headers.start as usize..(p.headers.start + p.headers.len) as usize];
-                SourceRecord {
-                    topic: p.topic.map(|t| reader.text(t).unwrap()),
-                    partition: p.partition,
-                    key: reader.data(p.key_kind, p.key).unwrap(),
-                    value: reader.data(p.value_kind, p.value).unwrap(),
-                    headers: headers
-                        .iter()
-                        .map(|h| Header {
-                            key: reader.text(h.key).unwrap(),
-                            value: h.value.map(|v| reader.bytes(v).unwrap().to_vec()),
-                        })
-                        .collect(),
-                    timestamp: p.timestamp,
-                    source_partition: reader.text(p.source_partition).unwrap(),
-                    source_offset: reader.text(p.source_offset).unwrap(),
-                }
-            })
-            .collect()
+    fn text(batch: &SourceBatch, start: u32, len: u32) -> String {
+        String::from_utf8(batch.data[start as usize..][..len as usize].to_vec()).unwrap()
     }
 
     #[test]
-    fn source_records_survive_packing() {
+    fn source_records_are_packed_column_by_column() {
         let records: Vec<SourceRecord> = (0..3).map(source_record).collect();
         let batch = pack_source(&records).unwrap();
-        assert_eq!(batch.records.len(), 3);
-        assert_eq!(batch.headers.len(), 3);
-        assert_eq!(read_source(&batch), records);
-    }
-
-    fn sink_batch() -> SinkBatch {
-        let span = |start, len| Span { start, len };
-        SinkBatch {
-            data: b"k1{\"a\":1}hv".to_vec(),
-            topics: vec!["t".to_owned(), "u".to_owned()],
-            records: vec![
-                PackedSinkRecord {
-                    topic: 1,
-                    partition: 4,
-                    offset: 9,
-                    key_kind: DataKind::Text,
-                    key: span(0, 2),
-                    value_kind: DataKind::Json,
-                    value: span(2, 7),
-                    headers: span(0, 1),
-                    timestamp: Some(5),
-                },
-                PackedSinkRecord {
-                    topic: 0,
-                    partition: 0,
-                    offset: 10,
-                    key_kind: DataKind::Null,
-                    key: span(0, 0),
-                    value_kind: DataKind::Bytes,
-                    value: span(9, 2),
-                    headers: span(1, 0),
-                    timestamp: None,
-                },
-            ],
-            headers: vec![PackedHeader {
-                key: span(9, 1),
-                value: None,
-            }],
-        }
-    }
-
-    #[test]
-    fn sink_batches_unpack_into_records() {
-        let records = unpack_sink(sink_batch()).unwrap();
+        assert_eq!(batch.topics, vec!["other".to_owned()]);
+        assert_eq!(batch.topic, vec![-1, 0, -1]);
+        assert_eq!(batch.partition, vec![0, 1, -1]);
+        assert_eq!(batch.timestamp, vec![0, 1, -1]);
+        assert_eq!(batch.key.kind, vec![BYTES, BYTES, NULL]);
+        assert_eq!(batch.value.kind, vec![JSON; 3]);
+        let value = |i: usize| text(&batch, batch.value.start[i], batch.value.len[i]);
+        assert_eq!(value(2), "{\"n\":2}");
+        let key = &batch.data[batch.key.start[1] as usize..][..3];
+        assert_eq!(key, [1, 0, 255]);
+        // One partition text for all three records; one offset each.
         assert_eq!(
-            records[0],
-            SinkRecord {
-                topic: "u".to_owned(),
-                partition: 4,
-                offset: 9,
-                key: Some(Data::Text("k1".to_owned())),
-                value: Some(Data::Json("{\"a\":1}".to_owned())),
-                headers: vec![Header {
-                    key: "h".to_owned(),
-                    value: None,
-                }],
-                timestamp: Some(5),
-            }
+            batch.source_partition.start,
+            vec![batch.source_partition.start[0]; 3]
         );
-        assert_eq!(records[1].topic, "t");
-        assert_eq!(records[1].key, None);
-        assert_eq!(records[1].value, Some(Data::Bytes(b"hv".to_vec())));
-    }
-
-    #[test]
-    fn malformed_sink_batches_are_fatal_errors() {
-        let mut batch = sink_batch();
-        batch.records[1].topic = 7;
-        let Err(Error::Fatal(message)) = unpack_sink(batch) else {
-            panic!("expected a fatal error");
+        let offset = |i: usize| {
+            text(
+                &batch,
+                batch.source_offset.start[i],
+                batch.source_offset.len[i],
+            )
         };
-        assert!(
-            message.contains("record 1") && message.contains("topic index 7"),
-            "{message}"
-        );
-        let mut batch = sink_batch();
-        batch.records[0].value.len = 50;
-        assert!(matches!(unpack_sink(batch), Err(Error::Fatal(_))));
+        assert_eq!(offset(1), "{\"o\":1}");
+        assert_eq!(batch.header_ranges.first, vec![0, 1, 2]);
+        assert_eq!(batch.header_ranges.count, vec![1, 1, 1]);
+        let header = &batch.headers[0];
+        assert_eq!(text(&batch, header.key.start, header.key.len), "h0");
+        let v = header.value.unwrap();
+        assert_eq!(text(&batch, v.start, v.len), "v");
+        assert!(batch.headers[1].value.is_none());
     }
 }

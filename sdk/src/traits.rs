@@ -1,7 +1,7 @@
 //! The traits a plugin implements: one connector plus its task type.
 
 use crate::{
-    Config, ConfigError, RecordFailure, Result, SinkRecord, SourcePosition, SourceRecord, Spec,
+    Config, ConfigError, RecordFailure, Result, SinkRecords, SourcePosition, SourceRecord, Spec,
     TopicPartition, TopicPartitionOffset,
 };
 
@@ -77,9 +77,11 @@ pub trait SinkTask: Sized + 'static {
         Ok(())
     }
 
-    /// Write (or buffer) a batch; return the records that could not be written, by index.
+    /// Write (or buffer) a batch; return the records that could not be written, by index
+    /// ([`crate::SinkRecordRef::index`]). The records are read in place from the batch the
+    /// worker sent; [`crate::SinkRecordRef::to_record`] makes an owned copy of one.
     /// A [`crate::Error::Retriable`] error makes the worker deliver the same batch again.
-    fn put(&mut self, records: Vec<SinkRecord>) -> Result<Vec<RecordFailure>>;
+    fn put(&mut self, records: &SinkRecords) -> Result<Vec<RecordFailure>>;
 
     /// Make everything passed to `put` durable and return the offsets safe to commit. The
     /// default returns `offsets` unchanged, which is right for a task that writes in `put`.

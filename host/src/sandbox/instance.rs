@@ -398,8 +398,8 @@ impl SourceTaskInstance {
                     .call_poll(store, self.handle, max_records)
                     .await;
                 let batch = self.guard.finish(F, outcome)?;
-                if batch.records.len() > max_records as usize {
-                    return Err(too_many(batch.records.len()));
+                if batch.topic.len() > max_records as usize {
+                    return Err(too_many(batch.topic.len()));
                 }
                 packed::unpack_source(batch).map_err(|message| CallError::Contract {
                     function: F,

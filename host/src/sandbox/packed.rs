@@ -2,76 +2,117 @@
 //! the host packs what it hands a sink and unpacks, checking every rule, what a source returns.
 
 use super::bindings::batch::{
-    DataKind, PackedHeader, PackedSinkRecord, PackedSourceRecord, SinkBatch, SourceBatch, Span,
+    DataColumn, HeaderRanges, PackedHeader, SinkBatch, SourceBatch, Span, SpanColumn,
 };
 use super::bindings::types::{Data, Header, SinkRecord, SourceRecord};
+
+/// `data-column.kind` values.
+const NULL: u8 = 0;
+const BYTES: u8 = 1;
+const TEXT: u8 = 2;
+const JSON: u8 = 3;
 
 /// Pack `records` for `sink-task.put`. Fails only when the batch's bytes would not fit the
 /// contract's 32-bit spans.
 pub fn pack_sink(records: &[SinkRecord]) -> Result<SinkBatch, String> {
+    let n = records.len();
     let mut writer = Writer::with_capacity(
         records
             .iter()
-            .map(|r| data_len(r.key.as_ref()) + data_len(r.value.as_ref()))
+            .map(|r| data_bytes(r.key.as_ref()).len() + data_bytes(r.value.as_ref()).len())
             .sum(),
     );
-    let mut topics: Vec<String> = Vec::new();
-    let mut packed = Vec::with_capacity(records.len());
-    let mut headers = Vec::new();
+    let mut batch = SinkBatch {
+        data: Vec::new(),
+        topics: Vec::new(),
+        topic: Vec::with_capacity(n),
+        partition: Vec::with_capacity(n),
+        offset: Vec::with_capacity(n),
+        timestamp: Vec::with_capacity(n),
+        key: data_column(n),
+        value: data_column(n),
+        headers: Vec::new(),
+        header_ranges: HeaderRanges {
+            first: Vec::with_capacity(n),
+            count: Vec::with_capacity(n),
+        },
+    };
     for record in records {
         // Batches hold one or a few topics: a scan beats hashing.
-        let topic = match topics.iter().rposition(|t| *t == record.topic) {
+        let topic = match batch.topics.iter().rposition(|t| *t == record.topic) {
             Some(index) => index,
             None => {
-                topics.push(record.topic.clone());
-                topics.len() - 1
+                batch.topics.push(record.topic.clone());
+                batch.topics.len() - 1
             }
         };
-        let (key_kind, key) = writer.data(record.key.as_ref())?;
-        let (value_kind, value) = writer.data(record.value.as_ref())?;
-        packed.push(PackedSinkRecord {
-            topic: to_u32(topic)?,
-            partition: record.partition,
-            offset: record.offset,
-            key_kind,
-            key,
-            value_kind,
-            value,
-            headers: writer.headers(&record.headers, &mut headers)?,
-            timestamp: record.timestamp,
-        });
+        batch.topic.push(to_u32(topic)?);
+        batch.partition.push(record.partition);
+        batch.offset.push(record.offset);
+        batch.timestamp.push(record.timestamp.unwrap_or(-1));
+        writer.data(record.key.as_ref(), &mut batch.key)?;
+        writer.data(record.value.as_ref(), &mut batch.value)?;
+        writer.headers(
+            &record.headers,
+            &mut batch.headers,
+            &mut batch.header_ranges,
+        )?;
     }
-    Ok(SinkBatch {
-        data: writer.data,
-        topics,
-        records: packed,
-        headers,
-    })
+    batch.data = writer.data;
+    Ok(batch)
 }
 
 /// Unpack what `source-task.poll` returned, or say which rule of the contract it breaks.
 pub fn unpack_source(batch: SourceBatch) -> Result<Vec<SourceRecord>, String> {
+    let n = batch.topic.len();
+    let lengths = [
+        ("partition", batch.partition.len()),
+        ("timestamp", batch.timestamp.len()),
+        ("key.kind", batch.key.kind.len()),
+        ("key.start", batch.key.start.len()),
+        ("key.len", batch.key.len.len()),
+        ("value.kind", batch.value.kind.len()),
+        ("value.start", batch.value.start.len()),
+        ("value.len", batch.value.len.len()),
+        ("source-partition.start", batch.source_partition.start.len()),
+        ("source-partition.len", batch.source_partition.len.len()),
+        ("source-offset.start", batch.source_offset.start.len()),
+        ("source-offset.len", batch.source_offset.len.len()),
+        ("header-ranges.first", batch.header_ranges.first.len()),
+        ("header-ranges.count", batch.header_ranges.count.len()),
+    ];
+    if let Some((list, len)) = lengths.iter().find(|(_, len)| *len != n) {
+        return Err(format!(
+            "its {list} list has {len} entries but the batch has {n} records (entries in topic)"
+        ));
+    }
     let reader = Reader {
         data: &batch.data,
         headers: &batch.headers,
     };
-    batch
-        .records
-        .iter()
-        .enumerate()
-        .map(|(index, packed)| {
+    (0..n)
+        .map(|i| {
             reader
-                .source_record(packed)
-                .map_err(|problem| format!("record {index} of the batch: {problem}"))
+                .source_record(&batch, i)
+                .map_err(|problem| format!("record {i} of the batch: {problem}"))
         })
         .collect()
 }
 
-fn data_len(data: Option<&Data>) -> usize {
-    data.map_or(0, |d| match d {
-        Data::Bytes(b) => b.len(),
-        Data::Text(s) | Data::Json(s) => s.len(),
-    })
+fn data_column(n: usize) -> DataColumn {
+    DataColumn {
+        kind: Vec::with_capacity(n),
+        start: Vec::with_capacity(n),
+        len: Vec::with_capacity(n),
+    }
+}
+
+fn data_bytes(data: Option<&Data>) -> &[u8] {
+    match data {
+        None => &[],
+        Some(Data::Bytes(b)) => b,
+        Some(Data::Text(s) | Data::Json(s)) => s.as_bytes(),
+    }
 }
 
 fn to_u32(n: usize) -> Result<u32, String> {
@@ -102,19 +143,32 @@ impl Writer {
         Ok(span)
     }
 
-    fn data(&mut self, data: Option<&Data>) -> Result<(DataKind, Span), String> {
-        let (kind, bytes) = match data {
-            None => return Ok((DataKind::Null, Span { start: 0, len: 0 })),
-            Some(Data::Bytes(b)) => (DataKind::Bytes, b.as_slice()),
-            Some(Data::Text(s)) => (DataKind::Text, s.as_bytes()),
-            Some(Data::Json(s)) => (DataKind::Json, s.as_bytes()),
+    fn data(&mut self, data: Option<&Data>, column: &mut DataColumn) -> Result<(), String> {
+        let kind = match data {
+            None => NULL,
+            Some(Data::Bytes(_)) => BYTES,
+            Some(Data::Text(_)) => TEXT,
+            Some(Data::Json(_)) => JSON,
         };
-        Ok((kind, self.bytes(bytes)?))
+        let span = match data {
+            None => Span { start: 0, len: 0 },
+            Some(_) => self.bytes(data_bytes(data))?,
+        };
+        column.kind.push(kind);
+        column.start.push(span.start);
+        column.len.push(span.len);
+        Ok(())
     }
 
-    /// Append `headers` to the batch's list; the span of the appended entries.
-    fn headers(&mut self, headers: &[Header], all: &mut Vec<PackedHeader>) -> Result<Span, String> {
-        let start = to_u32(all.len())?;
+    /// Append one record's `headers` to the batch's list and its range.
+    fn headers(
+        &mut self,
+        headers: &[Header],
+        all: &mut Vec<PackedHeader>,
+        ranges: &mut HeaderRanges,
+    ) -> Result<(), String> {
+        ranges.first.push(to_u32(all.len())?);
+        ranges.count.push(to_u32(headers.len())?);
         for header in headers {
             let key = self.bytes(header.key.as_bytes())?;
             let value = match &header.value {
@@ -123,10 +177,7 @@ impl Writer {
             };
             all.push(PackedHeader { key, value });
         }
-        Ok(Span {
-            start,
-            len: to_u32(headers.len())?,
-        })
+        Ok(())
     }
 }
 
@@ -159,25 +210,41 @@ impl<'a> Reader<'a> {
             .map_err(|_| format!("its {field} is not valid UTF-8"))
     }
 
-    fn data(&self, kind: DataKind, span: Span, field: &str) -> Result<Option<Data>, String> {
-        Ok(match kind {
-            DataKind::Null => None,
-            DataKind::Bytes => Some(Data::Bytes(self.bytes(span, field)?.to_vec())),
-            DataKind::Text => Some(Data::Text(self.text(span, field)?)),
-            DataKind::Json => Some(Data::Json(self.text(span, field)?)),
+    fn column_text(&self, column: &SpanColumn, i: usize, field: &str) -> Result<String, String> {
+        let span = Span {
+            start: column.start[i],
+            len: column.len[i],
+        };
+        self.text(span, field)
+    }
+
+    fn data(&self, column: &DataColumn, i: usize, field: &str) -> Result<Option<Data>, String> {
+        let span = Span {
+            start: column.start[i],
+            len: column.len[i],
+        };
+        Ok(match column.kind[i] {
+            NULL => None,
+            BYTES => Some(Data::Bytes(self.bytes(span, field)?.to_vec())),
+            TEXT => Some(Data::Text(self.text(span, field)?)),
+            JSON => Some(Data::Json(self.text(span, field)?)),
+            other => {
+                return Err(format!(
+                    "its {field} kind is {other}; a data kind is 0 (null), 1 (bytes), 2 (text) or 3 (json)"
+                ));
+            }
         })
     }
 
-    fn headers(&self, span: Span) -> Result<Vec<Header>, String> {
-        let start = span.start as usize;
+    fn headers(&self, ranges: &HeaderRanges, i: usize) -> Result<Vec<Header>, String> {
+        let (first, count) = (ranges.first[i], ranges.count[i]);
+        let start = first as usize;
         let entries = start
-            .checked_add(span.len as usize)
+            .checked_add(count as usize)
             .and_then(|end| self.headers.get(start..end))
             .ok_or_else(|| {
                 format!(
-                    "its headers span ({} entries from entry {}) lies outside the batch's {} headers",
-                    span.len,
-                    span.start,
+                    "its header range ({count} entries from entry {first}) lies outside the batch's {} headers",
                     self.headers.len()
                 )
             })?;
@@ -195,19 +262,26 @@ impl<'a> Reader<'a> {
             .collect()
     }
 
-    fn source_record(&self, packed: &PackedSourceRecord) -> Result<SourceRecord, String> {
+    /// Record `i` of `batch`, whose per-record lists all have more than `i` entries.
+    fn source_record(&self, batch: &SourceBatch, i: usize) -> Result<SourceRecord, String> {
+        let topic = match usize::try_from(batch.topic[i]) {
+            Err(_) => None,
+            Ok(index) => Some(batch.topics.get(index).cloned().ok_or_else(|| {
+                format!(
+                    "its topic index {index} is past the batch's {} topics",
+                    batch.topics.len()
+                )
+            })?),
+        };
         Ok(SourceRecord {
-            topic: match packed.topic {
-                Some(span) => Some(self.text(span, "topic")?),
-                None => None,
-            },
-            partition: packed.partition,
-            key: self.data(packed.key_kind, packed.key, "key")?,
-            value: self.data(packed.value_kind, packed.value, "value")?,
-            headers: self.headers(packed.headers)?,
-            timestamp: packed.timestamp,
-            source_partition: self.text(packed.source_partition, "source partition")?,
-            source_offset: self.text(packed.source_offset, "source offset")?,
+            topic,
+            partition: Some(batch.partition[i]).filter(|p| *p >= 0),
+            key: self.data(&batch.key, i, "key")?,
+            value: self.data(&batch.value, i, "value")?,
+            headers: self.headers(&batch.header_ranges, i)?,
+            timestamp: Some(batch.timestamp[i]).filter(|t| *t >= 0),
+            source_partition: self.column_text(&batch.source_partition, i, "source partition")?,
+            source_offset: self.column_text(&batch.source_offset, i, "source offset")?,
         })
     }
 }
@@ -222,10 +296,10 @@ mod tests {
             partition: 2,
             offset,
             key: Some(Data::Text(format!("k{offset}"))),
-            value: if offset % 2 == 0 {
-                Some(Data::Json(format!("{{\"n\":{offset}}}")))
-            } else {
-                None
+            value: match offset % 3 {
+                0 => Some(Data::Json(format!("{{\"n\":{offset}}}"))),
+                1 => Some(Data::Bytes(vec![offset as u8, 255])),
+                _ => None,
             },
             headers: vec![
                 Header {
@@ -237,80 +311,80 @@ mod tests {
                     value: None,
                 },
             ],
-            timestamp: Some(1_000 + offset),
+            timestamp: (offset != 4).then_some(1_000 + offset),
         }
     }
 
-    /// Reads a sink batch back the way a guest SDK would, through the source-side reader.
+    /// Reads a sink batch back the way a guest SDK would.
     fn read_sink(batch: &SinkBatch) -> Vec<SinkRecord> {
         let reader = Reader {
             data: &batch.data,
             headers: &batch.headers,
         };
-        batch
-            .records
-            .iter()
-            .map(|p| SinkRecord {
-                topic: batch.topics[p.topic as usize].clone(),
-                partition: p.partition,
-                offset: p.offset,
-                key: reader.data(p.key_kind, p.key, "key").unwrap(),
-                value: reader.data(p.value_kind, p.value, "value").unwrap(),
-                headers: reader.headers(p.headers).unwrap(),
-                timestamp: p.timestamp,
+        (0..batch.topic.len())
+            .map(|i| SinkRecord {
+                topic: batch.topics[batch.topic[i] as usize].clone(),
+                partition: batch.partition[i],
+                offset: batch.offset[i],
+                key: reader.data(&batch.key, i, "key").unwrap(),
+                value: reader.data(&batch.value, i, "value").unwrap(),
+                headers: reader.headers(&batch.header_ranges, i).unwrap(),
+                timestamp: Some(batch.timestamp[i]).filter(|t| *t >= 0),
             })
             .collect()
     }
 
     #[test]
     fn sink_batches_carry_every_field_and_name_each_topic_once() {
-        let records: Vec<SinkRecord> = (0..5)
+        let records: Vec<SinkRecord> = (0..6)
             .map(|i| sink_record(if i < 3 { "a" } else { "b" }, i))
             .collect();
         let batch = pack_sink(&records).unwrap();
         assert_eq!(batch.topics, vec!["a".to_owned(), "b".to_owned()]);
-        assert_eq!(batch.records.len(), 5);
-        assert_eq!(batch.headers.len(), 10);
+        assert_eq!(batch.topic, vec![0, 0, 0, 1, 1, 1]);
+        assert_eq!(batch.headers.len(), 12);
+        assert_eq!(batch.timestamp[4], -1);
         assert_eq!(read_sink(&batch), records);
-        assert_eq!(pack_sink(&[]).unwrap().records, Vec::new());
+        assert!(pack_sink(&[]).unwrap().topic.is_empty());
+    }
+
+    fn span_column(spans: &[(u32, u32)]) -> SpanColumn {
+        SpanColumn {
+            start: spans.iter().map(|s| s.0).collect(),
+            len: spans.iter().map(|s| s.1).collect(),
+        }
     }
 
     fn source_batch() -> SourceBatch {
-        // "t" "k" "{\"v\":1}" "{\"f\":1}" "{\"p\":1}" "hk" "hv"
-        let data = b"tk{\"v\":1}{\"f\":1}{\"p\":1}hkhv".to_vec();
+        // "k" "{\"v\":1}" "{\"f\":1}" "{\"p\":1}" "hk" "hv"; record 1's value shares the "h".
+        let data = b"k{\"v\":1}{\"f\":1}{\"p\":1}hkhv".to_vec();
         let span = |start, len| Span { start, len };
         SourceBatch {
             data,
-            records: vec![
-                PackedSourceRecord {
-                    topic: Some(span(0, 1)),
-                    partition: Some(3),
-                    key_kind: DataKind::Bytes,
-                    key: span(1, 1),
-                    value_kind: DataKind::Json,
-                    value: span(2, 7),
-                    headers: span(0, 1),
-                    timestamp: Some(7),
-                    source_partition: span(9, 7),
-                    source_offset: span(16, 7),
-                },
-                PackedSourceRecord {
-                    topic: None,
-                    partition: None,
-                    key_kind: DataKind::Null,
-                    key: span(999, 999),
-                    value_kind: DataKind::Text,
-                    value: span(1, 1),
-                    headers: span(1, 0),
-                    timestamp: None,
-                    source_partition: span(9, 7),
-                    source_offset: span(16, 7),
-                },
-            ],
+            topics: vec!["t".to_owned()],
+            topic: vec![0, -1],
+            partition: vec![3, -1],
+            timestamp: vec![7, -1],
+            key: DataColumn {
+                kind: vec![BYTES, NULL],
+                start: vec![0, 999],
+                len: vec![1, 999],
+            },
+            value: DataColumn {
+                kind: vec![JSON, TEXT],
+                start: vec![1, 22],
+                len: vec![7, 1],
+            },
+            source_partition: span_column(&[(8, 7), (8, 7)]),
+            source_offset: span_column(&[(15, 7), (15, 7)]),
             headers: vec![PackedHeader {
-                key: span(23, 2),
-                value: Some(span(25, 2)),
+                key: span(22, 2),
+                value: Some(span(24, 2)),
             }],
+            header_ranges: HeaderRanges {
+                first: vec![0, 1],
+                count: vec![1, 0],
+            },
         }
     }
 
@@ -333,39 +407,70 @@ mod tests {
                 source_offset: "{\"p\":1}".to_owned(),
             }
         );
-        assert_eq!(records[1].key, None);
-        assert_eq!(records[1].value, Some(Data::Text("k".to_owned())));
-        assert!(records[1].headers.is_empty());
+        assert_eq!(
+            records[1],
+            SourceRecord {
+                topic: None,
+                partition: None,
+                key: None,
+                value: Some(Data::Text("h".to_owned())),
+                headers: Vec::new(),
+                timestamp: None,
+                source_partition: "{\"f\":1}".to_owned(),
+                source_offset: "{\"p\":1}".to_owned(),
+            }
+        );
     }
 
     #[test]
     fn broken_source_batches_name_the_record_and_the_rule() {
-        let mut batch = source_batch();
-        batch.records[1].value.len = 100;
-        let err = unpack_source(batch).unwrap_err();
+        let broken = |change: fn(&mut SourceBatch)| {
+            let mut batch = source_batch();
+            change(&mut batch);
+            unpack_source(batch).unwrap_err()
+        };
+        let err = broken(|b| b.value.len[1] = 100);
         assert!(
-            err.contains("record 1") && err.contains("value span") && err.contains("27 data bytes"),
+            err.contains("record 1") && err.contains("value span") && err.contains("26 data bytes"),
             "{err}"
         );
-
-        let mut batch = source_batch();
-        batch.records[0].source_offset.start = u32::MAX;
-        let err = unpack_source(batch).unwrap_err();
+        let err = broken(|b| b.source_offset.start[0] = u32::MAX);
         assert!(err.contains("source offset span"), "{err}");
-
         let mut batch = source_batch();
         batch.data[0] = 0xff;
-        let err = unpack_source(batch).unwrap_err();
+        let records = unpack_source(batch).expect("bytes need not be UTF-8");
+        assert_eq!(records[0].key, Some(Data::Bytes(vec![0xff])));
+    }
+
+    #[test]
+    fn every_rule_of_a_source_batch_is_checked() {
+        let broken = |change: fn(&mut SourceBatch)| {
+            let mut batch = source_batch();
+            change(&mut batch);
+            unpack_source(batch).unwrap_err()
+        };
+        let err = broken(|b| b.data[1] = 0xff);
         assert!(
-            err.contains("record 0") && err.contains("topic is not valid UTF-8"),
+            err.contains("record 0") && err.contains("value is not valid UTF-8"),
             "{err}"
         );
-
-        let mut batch = source_batch();
-        batch.records[0].headers.len = 2;
-        let err = unpack_source(batch).unwrap_err();
+        let err = broken(|b| b.header_ranges.count[0] = 2);
         assert!(
-            err.contains("headers span") && err.contains("1 headers"),
+            err.contains("header range") && err.contains("1 headers"),
+            "{err}"
+        );
+        let err = broken(|b| b.topic[1] = 1);
+        assert!(
+            err.contains("topic index 1") && err.contains("1 topics"),
+            "{err}"
+        );
+        let err = broken(|b| b.key.kind[0] = 9);
+        assert!(err.contains("key kind is 9"), "{err}");
+        let err = broken(|b| {
+            b.source_offset.len.pop();
+        });
+        assert!(
+            err.contains("source-offset.len list has 1 entries but the batch has 2 records"),
             "{err}"
         );
     }

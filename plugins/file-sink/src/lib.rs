@@ -12,7 +12,7 @@ use std::io::{BufWriter, Write};
 
 use wasm_connect_sdk::{
     Config, ConfigDef, ConfigError, ConfigType, Connector, Error, RecordFailure, Result,
-    SinkConnector, SinkRecord, SinkTask, Spec, TopicPartitionOffset, export_sink_connector,
+    SinkConnector, SinkRecords, SinkTask, Spec, TopicPartitionOffset, export_sink_connector,
 };
 
 /// The connector; every task writes the same way, so the default task split applies.
@@ -102,29 +102,32 @@ impl SinkTask for FileSinkTask {
         })
     }
 
-    fn put(&mut self, records: Vec<SinkRecord>) -> Result<Vec<RecordFailure>> {
+    fn put(&mut self, records: &SinkRecords) -> Result<Vec<RecordFailure>> {
         // Records come in runs of one partition: the file and its writer are looked up once
         // per run, not per record (this is the hot path of the sink benchmark; in wasm each
         // string comparison is a byte loop).
-        let mut rest = records.as_slice();
-        while let Some(first) = rest.first() {
-            let (run, after) = if self.per_partition {
-                let len = rest
-                    .iter()
-                    .position(|r| r.partition != first.partition || r.topic != first.topic)
-                    .unwrap_or(rest.len());
-                rest.split_at(len)
+        let count = records.len();
+        let mut start = 0;
+        while let Some(first) = records.get(start) {
+            let end = if self.per_partition {
+                (start + 1..count)
+                    .find(|&i| {
+                        records.get(i).is_some_and(|r| {
+                            r.partition() != first.partition() || r.topic() != first.topic()
+                        })
+                    })
+                    .unwrap_or(count)
             } else {
-                (rest, &[][..])
+                count
             };
             let path = if self.per_partition {
-                self.path(&first.topic, first.partition)
+                self.path(first.topic(), first.partition())
             } else {
                 self.template.clone()
             };
             let writer = self.writer(&path)?;
-            for record in run {
-                let value: &[u8] = match &record.value {
+            for record in (start..end).filter_map(|i| records.get(i)) {
+                let value: &[u8] = match record.value() {
                     Some(data) => data.as_bytes(),
                     None => b"null",
                 };
@@ -133,7 +136,7 @@ impl SinkTask for FileSinkTask {
                     .and_then(|()| writer.write_all(b"\n"))
                     .map_err(|e| Error::fatal(format!("cannot write: {e}")))?;
             }
-            rest = after;
+            start = end;
         }
         Ok(Vec::new())
     }

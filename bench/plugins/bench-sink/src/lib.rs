@@ -2,7 +2,7 @@
 //! host↔guest boundary measures lowering the batch into the guest.
 
 use wasm_connect_sdk::{
-    Config, Connector, RecordFailure, Result, SinkConnector, SinkRecord, SinkTask, Spec,
+    Config, Connector, RecordFailure, Result, SinkConnector, SinkRecords, SinkTask, Spec,
     TopicPartitionOffset, export_sink_connector,
 };
 
@@ -25,7 +25,7 @@ impl SinkTask for Task {
         Ok(Task)
     }
 
-    fn put(&mut self, records: Vec<SinkRecord>) -> Result<Vec<RecordFailure>> {
+    fn put(&mut self, records: &SinkRecords) -> Result<Vec<RecordFailure>> {
         std::hint::black_box(&records);
         Ok(Vec::new())
     }

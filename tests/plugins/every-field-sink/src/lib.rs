@@ -9,8 +9,8 @@ use std::io::Write;
 
 use wasm_connect_sdk::serde_json::Value;
 use wasm_connect_sdk::{
-    Config, ConfigDef, ConfigType, Connector, Data, Error, RecordFailure, Result, SinkConnector,
-    SinkRecord, SinkTask, Spec, TopicPartitionOffset, export_sink_connector, json,
+    Config, ConfigDef, ConfigType, Connector, DataRef, Error, RecordFailure, Result, SinkConnector,
+    SinkRecords, SinkTask, Spec, TopicPartitionOffset, export_sink_connector, json,
 };
 
 pub struct EveryFieldSink;
@@ -34,12 +34,12 @@ pub struct Task {
     file: File,
 }
 
-fn data(data: &Option<Data>) -> Value {
+fn data(data: Option<DataRef>) -> Value {
     match data {
         None => Value::Null,
-        Some(Data::Bytes(b)) => json!({ "kind": "bytes", "data": b }),
-        Some(Data::Text(s)) => json!({ "kind": "text", "data": s }),
-        Some(Data::Json(s)) => json!({ "kind": "json", "data": s }),
+        Some(DataRef::Bytes(b)) => json!({ "kind": "bytes", "data": b }),
+        Some(DataRef::Text(s)) => json!({ "kind": "text", "data": s }),
+        Some(DataRef::Json(s)) => json!({ "kind": "json", "data": s }),
     }
 }
 
@@ -54,22 +54,18 @@ impl SinkTask for Task {
         Ok(Task { file })
     }
 
-    fn put(&mut self, records: Vec<SinkRecord>) -> Result<Vec<RecordFailure>> {
+    fn put(&mut self, records: &SinkRecords) -> Result<Vec<RecordFailure>> {
         let mut out = Vec::new();
-        for record in &records {
-            let headers: Vec<Value> = record
-                .headers
-                .iter()
-                .map(|h| json!([h.key, h.value]))
-                .collect();
+        for record in records {
+            let headers: Vec<Value> = record.headers().map(|h| json!([h.key, h.value])).collect();
             let line = json!({
-                "topic": record.topic,
-                "partition": record.partition,
-                "offset": record.offset,
-                "key": data(&record.key),
-                "value": data(&record.value),
+                "topic": record.topic(),
+                "partition": record.partition(),
+                "offset": record.offset(),
+                "key": data(record.key()),
+                "value": data(record.value()),
                 "headers": headers,
-                "timestamp": record.timestamp,
+                "timestamp": record.timestamp(),
             });
             out.extend_from_slice(line.to_string().as_bytes());
             out.push(b'\n');

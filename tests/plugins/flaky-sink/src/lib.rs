@@ -9,7 +9,7 @@ use std::io::Write;
 
 use wasm_connect_sdk::{
     Config, ConfigDef, ConfigType, Connector, Error, RecordFailure, Result, SinkConnector,
-    SinkRecord, SinkTask, Spec, TopicPartitionOffset, export_sink_connector,
+    SinkRecords, SinkTask, Spec, TopicPartitionOffset, export_sink_connector,
 };
 
 pub struct FlakySink;
@@ -74,7 +74,7 @@ impl SinkTask for Task {
         })
     }
 
-    fn put(&mut self, records: Vec<SinkRecord>) -> Result<Vec<RecordFailure>> {
+    fn put(&mut self, records: &SinkRecords) -> Result<Vec<RecordFailure>> {
         if self.failures_left > 0 {
             self.failures_left -= 1;
             return Err(Error::retriable(format!(
@@ -83,17 +83,17 @@ impl SinkTask for Task {
             )));
         }
         let mut failures = Vec::new();
-        for (index, record) in records.into_iter().enumerate() {
-            let value = record.value.as_ref().map_or(&b"null"[..], |v| v.as_bytes());
+        for record in records {
+            let value = record.value().map_or(&b"null"[..], |v| v.as_bytes());
             if !self.reject.is_empty() && String::from_utf8_lossy(value).contains(&self.reject) {
                 let count = self
                     .rejected
-                    .entry((record.partition, record.offset))
+                    .entry((record.partition(), record.offset()))
                     .or_insert(0);
                 if self.reject_times < 0 || *count < self.reject_times {
                     *count += 1;
                     failures.push(RecordFailure {
-                        index: index as u32,
+                        index: record.index(),
                         message: format!(
                             "refusing a value with {:?} (rejection {count})",
                             self.reject

@@ -3,7 +3,8 @@
 //! pack correct batches. The worker must fail the task with a trace naming the broken rule.
 //! - `span`: a value span that ends past the batch's data;
 //! - `utf8`: a text value that is not UTF-8;
-//! - `headers`: a headers span past the batch's headers list.
+//! - `headers`: a header range past the batch's headers list;
+//! - `columns`: a per-record list longer than the others.
 
 // The raw exports only make sense in a WebAssembly build (a native `cargo build` of the
 // workspace must not try to link them).
@@ -18,7 +19,7 @@ mod plugin {
     use exports::wasm_connect::plugin::source::{
         Guest as SourceGuest, GuestSourceTask, SourceTask,
     };
-    use wasm_connect::plugin::batch::{DataKind, PackedSourceRecord, SourceBatch, Span};
+    use wasm_connect::plugin::batch::{DataColumn, HeaderRanges, SourceBatch, SpanColumn};
     use wasm_connect::plugin::types::{
         Config, ConfigDef, ConfigError, ConfigType, ConnectorKind, ConnectorSpec, Importance,
         PluginError,
@@ -43,7 +44,7 @@ mod plugin {
                 kind: ConnectorKind::Source,
                 description: "Returns batches that break the packing rules".to_owned(),
                 config_defs: vec![
-                    def("mode", "span, utf8 or headers."),
+                    def("mode", "span, utf8, headers or columns."),
                     def("topic", "Topic of the records."),
                 ],
             }
@@ -66,10 +67,6 @@ mod plugin {
         type SourceTask = Task;
     }
 
-    fn span(start: u32, len: u32) -> Span {
-        Span { start, len }
-    }
-
     impl GuestSourceTask for Task {
         fn create(config: Config) -> Result<SourceTask, PluginError> {
             let mode = config
@@ -82,31 +79,44 @@ mod plugin {
 
         fn poll(&self, _max_records: u32) -> Result<SourceBatch, PluginError> {
             // data: `{}` (partition and offset) then `ok` (the value).
-            let mut data = b"{}ok".to_vec();
-            let mut value = span(2, 2);
-            let mut headers = span(0, 0);
+            let mut batch = SourceBatch {
+                data: b"{}ok".to_vec(),
+                topics: Vec::new(),
+                topic: vec![-1],
+                partition: vec![-1],
+                timestamp: vec![-1],
+                key: DataColumn {
+                    kind: vec![0],
+                    start: vec![0],
+                    len: vec![0],
+                },
+                value: DataColumn {
+                    kind: vec![2],
+                    start: vec![2],
+                    len: vec![2],
+                },
+                source_partition: SpanColumn {
+                    start: vec![0],
+                    len: vec![2],
+                },
+                source_offset: SpanColumn {
+                    start: vec![0],
+                    len: vec![2],
+                },
+                headers: Vec::new(),
+                header_ranges: HeaderRanges {
+                    first: vec![0],
+                    count: vec![0],
+                },
+            };
             match self.mode.as_str() {
-                "span" => value = span(2, 4000),
-                "utf8" => data[2] = 0xff,
-                "headers" => headers = span(0, 3),
+                "span" => batch.value.len[0] = 4000,
+                "utf8" => batch.data[2] = 0xff,
+                "headers" => batch.header_ranges.count[0] = 3,
+                "columns" => batch.timestamp.push(7),
                 other => return Err(PluginError::Fatal(format!("unknown mode {other:?}"))),
             }
-            Ok(SourceBatch {
-                data,
-                records: vec![PackedSourceRecord {
-                    topic: None,
-                    partition: None,
-                    key_kind: DataKind::Null,
-                    key: span(0, 0),
-                    value_kind: DataKind::Text,
-                    value,
-                    headers,
-                    timestamp: None,
-                    source_partition: span(0, 2),
-                    source_offset: span(0, 2),
-                }],
-                headers: Vec::new(),
-            })
+            Ok(batch)
         }
 
         fn commit(

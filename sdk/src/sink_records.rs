@@ -1,0 +1,404 @@
+//! The records of one `SinkTask::put`, read in place from the packed batch the worker sent
+//! (`wit/0.2.0/batch.wit`): no record is copied unless the plugin asks for an owned copy.
+
+use crate::Error;
+use crate::bindings::batch::{DataColumn, PackedHeader, SinkBatch, Span};
+use crate::packed::{BYTES, JSON, NULL, TEXT};
+use crate::record::{Data, Header, SinkRecord};
+
+/// The records of one `put`, in offset order per partition. Iterate over `&records` (or
+/// [`SinkRecords::iter`]) for [`SinkRecordRef`]s; [`SinkRecordRef::index`] is what a
+/// [`crate::RecordFailure`] names.
+pub struct SinkRecords {
+    batch: SinkBatch,
+}
+
+/// A key or value, borrowed from the batch: [`Data`] without the copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataRef<'a> {
+    /// Opaque bytes.
+    Bytes(&'a [u8]),
+    /// UTF-8 text.
+    Text(&'a str),
+    /// A JSON document as text.
+    Json(&'a str),
+}
+
+impl<'a> DataRef<'a> {
+    /// The data as bytes, whatever the case (text and JSON as UTF-8).
+    pub fn as_bytes(&self) -> &'a [u8] {
+        match self {
+            DataRef::Bytes(b) => b,
+            DataRef::Text(s) | DataRef::Json(s) => s.as_bytes(),
+        }
+    }
+
+    /// An owned copy.
+    pub fn to_data(&self) -> Data {
+        match self {
+            DataRef::Bytes(b) => Data::Bytes(b.to_vec()),
+            DataRef::Text(s) => Data::Text((*s).to_owned()),
+            DataRef::Json(s) => Data::Json((*s).to_owned()),
+        }
+    }
+}
+
+/// A header, borrowed from the batch; `value` `None` is a null header value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderRef<'a> {
+    pub key: &'a str,
+    pub value: Option<&'a [u8]>,
+}
+
+/// One record of a [`SinkRecords`] batch.
+#[derive(Clone, Copy)]
+pub struct SinkRecordRef<'a> {
+    batch: &'a SinkBatch,
+    index: usize,
+}
+
+impl SinkRecords {
+    /// Check every rule of the batch once, so that reading it later cannot fail.
+    pub(crate) fn new(batch: SinkBatch) -> Result<Self, Error> {
+        check(&batch).map_err(|problem| {
+            Error::fatal(format!(
+                "the worker sent a malformed batch ({problem}); the worker and wasm-connect-sdk disagree on the contract"
+            ))
+        })?;
+        Ok(Self { batch })
+    }
+
+    /// How many records the batch has.
+    pub fn len(&self) -> usize {
+        self.batch.topic.len()
+    }
+
+    /// Whether the batch has no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Record `index`, if the batch has it.
+    pub fn get(&self, index: usize) -> Option<SinkRecordRef<'_>> {
+        (index < self.len()).then_some(SinkRecordRef {
+            batch: &self.batch,
+            index,
+        })
+    }
+
+    /// The records, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = SinkRecordRef<'_>> {
+        (0..self.len()).map(|index| SinkRecordRef {
+            batch: &self.batch,
+            index,
+        })
+    }
+
+    /// Owned copies of every record.
+    pub fn to_vec(&self) -> Vec<SinkRecord> {
+        self.iter().map(|r| r.to_record()).collect()
+    }
+}
+
+impl<'a> IntoIterator for &'a SinkRecords {
+    type Item = SinkRecordRef<'a>;
+    type IntoIter = Box<dyn ExactSizeIterator<Item = SinkRecordRef<'a>> + 'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+impl std::fmt::Debug for SinkRecords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl std::fmt::Debug for SinkRecordRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.to_record(), f)
+    }
+}
+
+impl<'a> SinkRecordRef<'a> {
+    /// The record's index in its batch (for [`crate::RecordFailure::index`]).
+    pub fn index(&self) -> u32 {
+        // A batch has at most u32::MAX records (its lists are indexed by u32).
+        self.index as u32
+    }
+
+    /// The Kafka topic.
+    pub fn topic(&self) -> &'a str {
+        let topic = self.batch.topic[self.index] as usize;
+        &self.batch.topics[topic]
+    }
+
+    /// The Kafka partition.
+    pub fn partition(&self) -> i32 {
+        self.batch.partition[self.index]
+    }
+
+    /// The record's offset in its partition.
+    pub fn offset(&self) -> i64 {
+        self.batch.offset[self.index]
+    }
+
+    /// Milliseconds since the Unix epoch, as stored in Kafka; `None` if the broker had none.
+    pub fn timestamp(&self) -> Option<i64> {
+        Some(self.batch.timestamp[self.index]).filter(|t| *t >= 0)
+    }
+
+    /// The key; `None` is a null key.
+    pub fn key(&self) -> Option<DataRef<'a>> {
+        data(self.batch, &self.batch.key, self.index)
+    }
+
+    /// The value; `None` is a null value (a tombstone).
+    pub fn value(&self) -> Option<DataRef<'a>> {
+        data(self.batch, &self.batch.value, self.index)
+    }
+
+    /// The headers, in order.
+    pub fn headers(&self) -> impl ExactSizeIterator<Item = HeaderRef<'a>> + 'a {
+        let batch = self.batch;
+        let first = batch.header_ranges.first[self.index] as usize;
+        let count = batch.header_ranges.count[self.index] as usize;
+        batch.headers[first..first + count]
+            .iter()
+            .map(move |h| HeaderRef {
+                key: text(batch, h.key),
+                value: h.value.map(|v| bytes(batch, v)),
+            })
+    }
+
+    /// An owned copy of the record.
+    pub fn to_record(&self) -> SinkRecord {
+        SinkRecord {
+            topic: self.topic().to_owned(),
+            partition: self.partition(),
+            offset: self.offset(),
+            key: self.key().map(|d| d.to_data()),
+            value: self.value().map(|d| d.to_data()),
+            headers: self
+                .headers()
+                .map(|h| Header {
+                    key: h.key.to_owned(),
+                    value: h.value.map(<[u8]>::to_vec),
+                })
+                .collect(),
+            timestamp: self.timestamp(),
+        }
+    }
+}
+
+// The readers below index without checks: `check` proved every index in range when the batch
+// arrived, and the batch is never changed afterwards.
+
+fn bytes(batch: &SinkBatch, span: Span) -> &[u8] {
+    &batch.data[span.start as usize..][..span.len as usize]
+}
+
+fn text(batch: &SinkBatch, span: Span) -> &str {
+    // SAFETY: `check` validated every text span of this batch as UTF-8 when it arrived.
+    unsafe { std::str::from_utf8_unchecked(bytes(batch, span)) }
+}
+
+fn data<'a>(batch: &'a SinkBatch, column: &DataColumn, i: usize) -> Option<DataRef<'a>> {
+    let span = Span {
+        start: column.start[i],
+        len: column.len[i],
+    };
+    match column.kind[i] {
+        BYTES => Some(DataRef::Bytes(bytes(batch, span))),
+        TEXT => Some(DataRef::Text(text(batch, span))),
+        JSON => Some(DataRef::Json(text(batch, span))),
+        _ => None,
+    }
+}
+
+/// Every rule of `batch.wit` for a sink batch, so the readers above cannot fail.
+fn check(batch: &SinkBatch) -> Result<(), String> {
+    let n = batch.topic.len();
+    let lengths = [
+        ("partition", batch.partition.len()),
+        ("offset", batch.offset.len()),
+        ("timestamp", batch.timestamp.len()),
+        ("key.kind", batch.key.kind.len()),
+        ("key.start", batch.key.start.len()),
+        ("key.len", batch.key.len.len()),
+        ("value.kind", batch.value.kind.len()),
+        ("value.start", batch.value.start.len()),
+        ("value.len", batch.value.len.len()),
+        ("header-ranges.first", batch.header_ranges.first.len()),
+        ("header-ranges.count", batch.header_ranges.count.len()),
+    ];
+    if let Some((list, len)) = lengths.iter().find(|(_, len)| *len != n) {
+        return Err(format!("{list} has {len} entries for {n} records"));
+    }
+    u32::try_from(n).map_err(|_| format!("{n} records"))?;
+    let span = |span: Span, what: &str| -> Result<&[u8], String> {
+        let start = span.start as usize;
+        start
+            .checked_add(span.len as usize)
+            .and_then(|end| batch.data.get(start..end))
+            .ok_or_else(|| {
+                format!(
+                    "a {what} span ends past the batch's {} bytes",
+                    batch.data.len()
+                )
+            })
+    };
+    let utf8 = |bytes: &[u8], what: &str| {
+        std::str::from_utf8(bytes)
+            .map(drop)
+            .map_err(|_| format!("a {what} that is not UTF-8"))
+    };
+    for (name, column) in [("key", &batch.key), ("value", &batch.value)] {
+        for i in 0..n {
+            let bytes = span(
+                Span {
+                    start: column.start[i],
+                    len: column.len[i],
+                },
+                name,
+            );
+            match column.kind[i] {
+                NULL => {}
+                BYTES => drop(bytes?),
+                TEXT | JSON => utf8(bytes?, name)?,
+                other => return Err(format!("{name} kind {other}")),
+            }
+        }
+    }
+    if let Some(t) = batch
+        .topic
+        .iter()
+        .find(|t| **t as usize >= batch.topics.len())
+    {
+        return Err(format!("topic index {t} of {}", batch.topics.len()));
+    }
+    for i in 0..n {
+        let first = batch.header_ranges.first[i] as usize;
+        let count = batch.header_ranges.count[i] as usize;
+        if first
+            .checked_add(count)
+            .is_none_or(|end| end > batch.headers.len())
+        {
+            return Err(format!(
+                "record {i}'s headers end past the batch's {}",
+                batch.headers.len()
+            ));
+        }
+    }
+    for PackedHeader { key, value } in &batch.headers {
+        utf8(span(*key, "header key")?, "header key")?;
+        if let Some(value) = value {
+            span(*value, "header value")?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bindings::batch::HeaderRanges;
+
+    fn sink_batch() -> SinkBatch {
+        let span = |start, len| Span { start, len };
+        SinkBatch {
+            data: b"k1{\"a\":1}hv".to_vec(),
+            topics: vec!["t".to_owned(), "u".to_owned()],
+            topic: vec![1, 0],
+            partition: vec![4, 0],
+            offset: vec![9, 10],
+            timestamp: vec![5, -1],
+            key: DataColumn {
+                kind: vec![TEXT, NULL],
+                start: vec![0, 0],
+                len: vec![2, 0],
+            },
+            value: DataColumn {
+                kind: vec![JSON, BYTES],
+                start: vec![2, 9],
+                len: vec![7, 2],
+            },
+            headers: vec![PackedHeader {
+                key: span(9, 1),
+                value: None,
+            }],
+            header_ranges: HeaderRanges {
+                first: vec![0, 1],
+                count: vec![1, 0],
+            },
+        }
+    }
+
+    #[test]
+    fn records_read_in_place() {
+        let records = SinkRecords::new(sink_batch()).unwrap();
+        assert_eq!(records.len(), 2);
+        let first = records.get(0).unwrap();
+        assert_eq!(
+            (
+                first.topic(),
+                first.partition(),
+                first.offset(),
+                first.timestamp()
+            ),
+            ("u", 4, 9, Some(5))
+        );
+        assert_eq!(first.key(), Some(DataRef::Text("k1")));
+        assert_eq!(first.value(), Some(DataRef::Json("{\"a\":1}")));
+        let headers: Vec<HeaderRef> = first.headers().collect();
+        assert_eq!(
+            headers,
+            vec![HeaderRef {
+                key: "h",
+                value: None
+            }]
+        );
+        let second = records.get(1).unwrap();
+        assert_eq!(
+            (second.topic(), second.key(), second.timestamp()),
+            ("t", None, None)
+        );
+        assert_eq!(second.value().map(|v| v.as_bytes()), Some(&b"hv"[..]));
+        assert_eq!(second.headers().count(), 0);
+        assert!(records.get(2).is_none());
+        let owned = records.to_vec();
+        assert_eq!(owned[0].key, Some(Data::Text("k1".to_owned())));
+        assert_eq!(owned[1].value, Some(Data::Bytes(b"hv".to_vec())));
+        assert_eq!(
+            (&records)
+                .into_iter()
+                .map(|r| r.index())
+                .collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+    }
+
+    #[test]
+    fn malformed_batches_are_fatal_errors() {
+        let malformed = |change: fn(&mut SinkBatch)| {
+            let mut batch = sink_batch();
+            change(&mut batch);
+            match SinkRecords::new(batch) {
+                Err(Error::Fatal(message)) => message,
+                other => panic!("expected a fatal error, got {other:?}"),
+            }
+        };
+        assert!(malformed(|b| b.topic[1] = 7).contains("topic index 7 of 2"));
+        assert!(malformed(|b| b.value.len[0] = 50).contains("value span ends past"));
+        assert!(malformed(|b| b.data[0] = 0xff).contains("key that is not UTF-8"));
+        assert!(malformed(|b| b.key.kind[1] = 4).contains("key kind 4"));
+        assert!(malformed(|b| b.header_ranges.count[1] = 1).contains("record 1's headers"));
+        assert!(
+            malformed(|b| {
+                b.offset.pop();
+            })
+            .contains("offset has 1 entries for 2 records")
+        );
+    }
+}
