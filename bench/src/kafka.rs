@@ -67,6 +67,31 @@ pub async fn create_topic(bootstrap: &str, topic: &str) -> Result<()> {
     for r in results {
         r.map_err(|(t, e)| anyhow::anyhow!("cannot create topic {t}: {e}"))?;
     }
+    created().push(topic.to_owned());
+    Ok(())
+}
+
+/// The topics `create_topic` made in this process.
+fn created() -> std::sync::MutexGuard<'static, Vec<String>> {
+    static CREATED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    CREATED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Delete every topic `create_topic` made in this process.
+pub async fn delete_created_topics(bootstrap: &str) -> Result<()> {
+    let topics = std::mem::take(&mut *created());
+    if topics.is_empty() {
+        return Ok(());
+    }
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    for r in admin.delete_topics(&names, &AdminOptions::new()).await? {
+        r.map_err(|(t, e)| anyhow::anyhow!("cannot delete topic {t}: {e}"))?;
+    }
     Ok(())
 }
 

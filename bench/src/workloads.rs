@@ -94,8 +94,17 @@ struct Suite {
 
 const VALUE_SIZE: usize = 100;
 
-/// Run every workload.
+/// Run every workload, then delete the topics the run created.
 pub async fn run_all(options: &Options, repo: &Path) -> Result<Results> {
+    let outcome = run_workloads(options, repo).await;
+    // A run writes several GB of topics; repeated runs must not fill the broker's disk.
+    if let Err(e) = kafka::delete_created_topics(&options.bootstrap).await {
+        eprintln!("warning: cannot delete the run's topics: {e:#}");
+    }
+    outcome
+}
+
+async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
     let started = Instant::now();
     // Absolute paths: each system runs in its own directory.
     let worker = options.worker.canonicalize().with_context(|| {
