@@ -5,7 +5,7 @@ use crate::Error;
 use crate::bindings::batch::{
     DataColumn, HeaderRanges, PackedHeader, SourceBatch, Span, SpanColumn,
 };
-use crate::record::{Data, SourceRecord};
+use crate::record::{Data, Header, SourceRecord};
 
 /// `data-column.kind` values.
 pub(crate) const NULL: u8 = 0;
@@ -71,19 +71,11 @@ pub(crate) fn pack_source(records: &[SourceRecord]) -> Result<SourceBatch, Error
         push_span(&mut batch.source_partition, partition);
         let offset = data.push(record.source_offset.as_bytes())?;
         push_span(&mut batch.source_offset, offset);
-        batch.header_ranges.first.push(to_u32(batch.headers.len())?);
-        batch
-            .header_ranges
-            .count
-            .push(to_u32(record.headers.len())?);
-        for header in &record.headers {
-            let key = data.push(header.key.as_bytes())?;
-            let value = match &header.value {
-                Some(v) => Some(data.push(v)?),
-                None => None,
-            };
-            batch.headers.push(PackedHeader { key, value });
-        }
+        data.headers(
+            &record.headers,
+            &mut batch.headers,
+            &mut batch.header_ranges,
+        )?;
     }
     batch.data = data.0;
     Ok(batch)
@@ -122,10 +114,10 @@ fn to_u32(n: usize) -> Result<u32, Error> {
 }
 
 /// Appends fields to a batch's `data`.
-struct Writer(Vec<u8>);
+pub(crate) struct Writer(pub(crate) Vec<u8>);
 
 impl Writer {
-    fn push(&mut self, bytes: &[u8]) -> Result<Span, Error> {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> Result<Span, Error> {
         let span = Span {
             start: to_u32(self.0.len())?,
             len: to_u32(bytes.len())?,
@@ -135,7 +127,31 @@ impl Writer {
         Ok(span)
     }
 
-    fn data(&mut self, data: Option<&Data>, column: &mut DataColumn) -> Result<(), Error> {
+    /// Append one record's `headers` to a batch's list, and their range.
+    pub(crate) fn headers(
+        &mut self,
+        headers: &[Header],
+        all: &mut Vec<PackedHeader>,
+        ranges: &mut HeaderRanges,
+    ) -> Result<(), Error> {
+        ranges.first.push(to_u32(all.len())?);
+        ranges.count.push(to_u32(headers.len())?);
+        for header in headers {
+            let key = self.push(header.key.as_bytes())?;
+            let value = match &header.value {
+                Some(v) => Some(self.push(v)?),
+                None => None,
+            };
+            all.push(PackedHeader { key, value });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn data(
+        &mut self,
+        data: Option<&Data>,
+        column: &mut DataColumn,
+    ) -> Result<(), Error> {
         let (kind, span) = match data {
             None => (NULL, Span { start: 0, len: 0 }),
             Some(d) => {
@@ -157,7 +173,6 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Header;
 
     fn source_record(n: u8) -> SourceRecord {
         SourceRecord {

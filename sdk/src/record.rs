@@ -42,7 +42,8 @@ pub struct Header {
 pub struct SourceRecord {
     /// The Kafka topic; `None` means the connector config's `topic` key.
     pub topic: Option<String>,
-    /// The Kafka partition; `None` lets the producer's partitioner choose (by key).
+    /// The Kafka partition; `None` (or a negative number) lets the producer's partitioner
+    /// choose (by key).
     pub partition: Option<i32>,
     /// The record key; `None` is a null key.
     pub key: Option<Data>,
@@ -50,7 +51,8 @@ pub struct SourceRecord {
     pub value: Option<Data>,
     /// Headers, in order; duplicates are allowed, as in Kafka.
     pub headers: Vec<Header>,
-    /// Milliseconds since the Unix epoch; `None` lets the worker use the current time.
+    /// Milliseconds since the Unix epoch; `None` (or a negative number) lets the worker use
+    /// the current time.
     pub timestamp: Option<i64>,
     /// Which part of the external system this record came from, as a JSON object text.
     pub source_partition: String,

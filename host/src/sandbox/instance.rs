@@ -401,7 +401,8 @@ impl SourceTaskInstance {
                 if batch.topic.len() > max_records as usize {
                     return Err(too_many(batch.topic.len()));
                 }
-                packed::unpack_source(batch).map_err(|message| CallError::Contract {
+                let max_bytes = self.guard.store.data().meter.limits().memory_bytes;
+                packed::unpack_source(batch, max_bytes).map_err(|message| CallError::Contract {
                     function: F,
                     message: format!("the task returned a malformed batch: {message}"),
                 })

@@ -63,7 +63,9 @@ pub fn pack_sink(records: &[SinkRecord]) -> Result<SinkBatch, String> {
 }
 
 /// Unpack what `source-task.poll` returned, or say which rule of the contract it breaks.
-pub fn unpack_source(batch: SourceBatch) -> Result<Vec<SourceRecord>, String> {
+/// `max_bytes` (the plugin's memory limit) caps the bytes the batch's spans describe in all:
+/// spans may overlap, so without it a small batch could make the host copy without end.
+pub fn unpack_source(batch: SourceBatch, max_bytes: usize) -> Result<Vec<SourceRecord>, String> {
     let n = batch.topic.len();
     let lengths = [
         ("partition", batch.partition.len()),
@@ -90,6 +92,22 @@ pub fn unpack_source(batch: SourceBatch) -> Result<Vec<SourceRecord>, String> {
         data: &batch.data,
         headers: &batch.headers,
     };
+    // Every header is checked, even one no record points to: the rules hold for the batch.
+    for (index, header) in batch.headers.iter().enumerate() {
+        let checked = reader
+            .text(header.key, "key")
+            .and_then(|_| match header.value {
+                Some(v) => reader.bytes(v, "value").map(drop),
+                None => Ok(()),
+            });
+        checked.map_err(|problem| format!("header {index} of the batch: {problem}"))?;
+    }
+    let described = described_bytes(&batch);
+    if described > max_bytes as u64 {
+        return Err(format!(
+            "its spans add up to {described} bytes, over the plugin's memory limit of {max_bytes} bytes (sandbox.memory.max.bytes); spans may overlap, but a batch may not describe more bytes than the plugin may hold"
+        ));
+    }
     (0..n)
         .map(|i| {
             reader
@@ -97,6 +115,36 @@ pub fn unpack_source(batch: SourceBatch) -> Result<Vec<SourceRecord>, String> {
                 .map_err(|problem| format!("record {i} of the batch: {problem}"))
         })
         .collect()
+}
+
+/// The bytes the records of `batch` (whose per-record lists all have the same length) would
+/// copy out of it, counting overlapping spans each time; header ranges outside the batch count
+/// nothing here (unpacking reports them).
+fn described_bytes(batch: &SourceBatch) -> u64 {
+    let header_bytes: Vec<u64> = batch
+        .headers
+        .iter()
+        .map(|h| u64::from(h.key.len) + h.value.map_or(0, |v| u64::from(v.len)))
+        .collect();
+    (0..batch.topic.len())
+        .map(|i| {
+            let first = batch.header_ranges.first[i] as usize;
+            let count = batch.header_ranges.count[i] as usize;
+            let headers: u64 = first
+                .checked_add(count)
+                .and_then(|end| header_bytes.get(first..end))
+                .map_or(0, |h| h.iter().sum());
+            let data = |column: &DataColumn| match column.kind[i] {
+                NULL => 0,
+                _ => u64::from(column.len[i]),
+            };
+            data(&batch.key)
+                + data(&batch.value)
+                + headers
+                + u64::from(batch.source_partition.len[i])
+                + u64::from(batch.source_offset.len[i])
+        })
+        .sum()
 }
 
 fn data_column(n: usize) -> DataColumn {
@@ -117,7 +165,7 @@ fn data_bytes(data: Option<&Data>) -> &[u8] {
 
 fn to_u32(n: usize) -> Result<u32, String> {
     u32::try_from(n).map_err(|_| {
-        format!("a batch of more than {} bytes or records cannot be packed; lower the sink batch size (consumer.max.poll.records)", u32::MAX)
+        format!("a batch of more than {} bytes or records cannot be packed; lower sink.batch.max.records or sandbox.record.max.bytes", u32::MAX)
     })
 }
 
@@ -348,6 +396,47 @@ mod tests {
         assert!(pack_sink(&[]).unwrap().topic.is_empty());
     }
 
+    const LIMIT: usize = 1 << 20;
+
+    #[test]
+    fn overlapping_spans_cannot_describe_more_than_the_memory_limit() {
+        let mut batch = source_batch();
+        // Both records' values cover all 26 bytes: with the texts and the header, over 60.
+        batch.value.kind = vec![BYTES, BYTES];
+        batch.value.start = vec![0, 0];
+        batch.value.len = vec![26, 26];
+        let err = unpack_source(batch, 60).unwrap_err();
+        assert!(
+            err.contains("spans add up to") && err.contains("memory limit of 60 bytes"),
+            "{err}"
+        );
+        assert!(
+            unpack_source(source_batch(), 60).is_ok(),
+            "within the limit"
+        );
+    }
+
+    #[test]
+    fn headers_no_record_points_to_are_checked_too() {
+        let mut batch = source_batch();
+        batch.headers.push(PackedHeader {
+            key: Span { start: 0, len: 1 },
+            value: Some(Span { start: 20, len: 99 }),
+        });
+        let err = unpack_source(batch, LIMIT).unwrap_err();
+        assert!(
+            err.contains("header 1 of the batch: its value span"),
+            "{err}"
+        );
+        let mut batch = source_batch();
+        batch.data[22] = 0xff;
+        let err = unpack_source(batch, LIMIT).unwrap_err();
+        assert!(
+            err.contains("header 0 of the batch: its key is not valid UTF-8"),
+            "{err}"
+        );
+    }
+
     fn span_column(spans: &[(u32, u32)]) -> SpanColumn {
         SpanColumn {
             start: spans.iter().map(|s| s.0).collect(),
@@ -390,7 +479,7 @@ mod tests {
 
     #[test]
     fn source_batches_unpack_with_shared_and_ignored_spans() {
-        let records = unpack_source(source_batch()).unwrap();
+        let records = unpack_source(source_batch(), LIMIT).unwrap();
         assert_eq!(
             records[0],
             SourceRecord {
@@ -427,7 +516,7 @@ mod tests {
         let broken = |change: fn(&mut SourceBatch)| {
             let mut batch = source_batch();
             change(&mut batch);
-            unpack_source(batch).unwrap_err()
+            unpack_source(batch, LIMIT).unwrap_err()
         };
         let err = broken(|b| b.value.len[1] = 100);
         assert!(
@@ -438,7 +527,7 @@ mod tests {
         assert!(err.contains("source offset span"), "{err}");
         let mut batch = source_batch();
         batch.data[0] = 0xff;
-        let records = unpack_source(batch).expect("bytes need not be UTF-8");
+        let records = unpack_source(batch, LIMIT).expect("bytes need not be UTF-8");
         assert_eq!(records[0].key, Some(Data::Bytes(vec![0xff])));
     }
 
@@ -447,7 +536,7 @@ mod tests {
         let broken = |change: fn(&mut SourceBatch)| {
             let mut batch = source_batch();
             change(&mut batch);
-            unpack_source(batch).unwrap_err()
+            unpack_source(batch, LIMIT).unwrap_err()
         };
         let err = broken(|b| b.data[1] = 0xff);
         assert!(

@@ -51,7 +51,7 @@ pub const BASE_TIMESTAMP: i64 = 1_600_000_000_000;
 ///   and null when `i % 10 == 9`;
 /// - headers: `seq` = `i`, `nothing` with a null value, and when `i % 5 == 0` two `dup`
 ///   headers `a` and `b`, in that order;
-/// - timestamp: `BASE_TIMESTAMP + i`.
+/// - timestamp: `BASE_TIMESTAMP + i`, and none (the worker's clock) when `i % 7 == 6`.
 pub fn record(i: u64, other_topic: &str) -> SourceRecord {
     let mut headers = vec![
         Header {
@@ -86,7 +86,7 @@ pub fn record(i: u64, other_topic: &str) -> SourceRecord {
             _ => Some(Data::Bytes(vec![0, 255, (i % 256) as u8])),
         },
         headers,
-        timestamp: Some(BASE_TIMESTAMP + i as i64),
+        timestamp: (i % 7 != 6).then_some(BASE_TIMESTAMP + i as i64),
         source_partition: json!({ "p": i % 2 }).to_string(),
         source_offset: json!({ "i": i }).to_string(),
     }
