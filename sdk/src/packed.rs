@@ -48,14 +48,7 @@ pub(crate) fn pack_source(records: &[SourceRecord]) -> Result<SourceBatch, Error
         let topic = match &record.topic {
             None => -1,
             Some(topic) => {
-                let index = match batch.topics.iter().rposition(|t| t == topic) {
-                    Some(index) => index,
-                    None => {
-                        batch.topics.push(topic.clone());
-                        batch.topics.len() - 1
-                    }
-                };
-                i32::try_from(index).map_err(|_| too_big())?
+                i32::try_from(topic_index(&mut batch.topics, topic)).map_err(|_| too_big())?
             }
         };
         batch.topic.push(topic);
@@ -81,7 +74,19 @@ pub(crate) fn pack_source(records: &[SourceRecord]) -> Result<SourceBatch, Error
     Ok(batch)
 }
 
-fn data_column(n: usize) -> DataColumn {
+/// `topic`'s index in a batch's `topics`, added if it is new. Batches hold one or a few
+/// topics: a scan beats hashing.
+pub(crate) fn topic_index(topics: &mut Vec<String>, topic: &str) -> usize {
+    match topics.iter().rposition(|t| t == topic) {
+        Some(index) => index,
+        None => {
+            topics.push(topic.to_owned());
+            topics.len() - 1
+        }
+    }
+}
+
+pub(crate) fn data_column(n: usize) -> DataColumn {
     DataColumn {
         kind: Vec::with_capacity(n),
         start: Vec::with_capacity(n),

@@ -3,7 +3,7 @@
 
 use crate::Error;
 use crate::bindings::batch::{DataColumn, PackedHeader, SinkBatch, Span};
-use crate::packed::{BYTES, JSON, NULL, TEXT, Writer};
+use crate::packed::{BYTES, JSON, NULL, TEXT, Writer, data_column, topic_index};
 use crate::record::{Data, Header, SinkRecord};
 
 /// The records of one `put`, in offset order per partition. Iterate over `&records` (or
@@ -79,8 +79,8 @@ impl SinkRecords {
             partition: Vec::new(),
             offset: Vec::new(),
             timestamp: Vec::new(),
-            key: empty_column(),
-            value: empty_column(),
+            key: data_column(0),
+            value: data_column(0),
             headers: Vec::new(),
             header_ranges: crate::bindings::batch::HeaderRanges {
                 first: Vec::new(),
@@ -89,13 +89,7 @@ impl SinkRecords {
         };
         let index = |n: usize| u32::try_from(n).map_err(|_| Error::fatal("too many records"));
         for record in records {
-            let topic = match batch.topics.iter().position(|t| *t == record.topic) {
-                Some(i) => i,
-                None => {
-                    batch.topics.push(record.topic.clone());
-                    batch.topics.len() - 1
-                }
-            };
+            let topic = topic_index(&mut batch.topics, &record.topic);
             batch.topic.push(index(topic)?);
             batch.partition.push(record.partition);
             batch.offset.push(record.offset);
@@ -238,14 +232,6 @@ impl<'a> SinkRecordRef<'a> {
 
 // The readers below index without checks: `check` proved every index in range when the batch
 // arrived, and the batch is never changed afterwards.
-
-fn empty_column() -> DataColumn {
-    DataColumn {
-        kind: Vec::new(),
-        start: Vec::new(),
-        len: Vec::new(),
-    }
-}
 
 fn bytes(batch: &SinkBatch, span: Span) -> &[u8] {
     &batch.data[span.start as usize..][..span.len as usize]
