@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use wasm_connect::sandbox::bindings::types::{Data, PluginError, SinkRecord, TopicPartitionOffset};
 use wasm_connect::sandbox::{
-    CallError, ConnectorInstance, Grants, InstanceContext, OffsetReader, Sandbox, SinkTaskInstance,
-    SourceTaskInstance, Tags,
+    CallError, ConnectorInstance, Grants, InstanceContext, OffsetReader, PutBatch, Sandbox,
+    SinkTaskInstance, SourceTaskInstance, Tags,
 };
 use wasm_connect_tests::{config, get, load, plugin_file, sandbox, test_plugin_file};
 
@@ -490,6 +490,7 @@ async fn file_sink_writes_lines_and_returns_flushed_offsets() {
         sink_record("a", 1, 0, "other partition"),
         sink_record("a", 0, 1, "second"),
     ];
+    let batch = PutBatch::from_records(&batch).unwrap();
     assert!(task.put(&batch).await.unwrap().is_empty());
     let offsets = vec![
         TopicPartitionOffset {
@@ -525,7 +526,8 @@ async fn file_sink_cannot_write_outside_its_grant() {
             (grant.0.to_owned(), grant.1.display().to_string()),
         ]);
         let mut task = sink_task(&sandbox, &cfg).await.unwrap();
-        let err = task.put(&[sink_record("a", 0, 0, "x")]).await.unwrap_err();
+        let batch = PutBatch::from_records(&[sink_record("a", 0, 0, "x")]).unwrap();
+        let err = task.put(&batch).await.unwrap_err();
         assert!(err.to_string().contains("sandbox.fs.write"), "{err}");
         assert!(!Path::new(&target).exists(), "nothing may be written");
     }

@@ -9,6 +9,7 @@ mod schema;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
+use crate::sandbox::DataRef;
 use crate::sandbox::bindings::types::Data;
 
 /// One converter.
@@ -166,47 +167,93 @@ impl Converter {
 
     /// Kafka bytes to plugin data. `None` (null) stays null.
     pub fn from_kafka(&self, bytes: Option<&[u8]>) -> Result<Option<Data>, String> {
-        let Some(bytes) = bytes else { return Ok(None) };
+        self.from_kafka_ref(bytes).map(Converted::into_data)
+    }
+
+    /// Like [`Converter::from_kafka`], but borrowing the bytes where the converter passes them
+    /// through (string, bytes): the sink hot path packs them without an owned copy.
+    pub fn from_kafka_ref<'a>(&self, bytes: Option<&'a [u8]>) -> Result<Converted<'a>, String> {
+        let Some(bytes) = bytes else {
+            return Ok(Converted::Null);
+        };
         match self {
-            Converter::Bytes => Ok(Some(Data::Bytes(bytes.to_vec()))),
+            Converter::Bytes => Ok(Converted::Bytes(bytes)),
             Converter::String => std::str::from_utf8(bytes)
-                .map(|s| Some(Data::Text(s.to_owned())))
+                .map(Converted::Text)
                 .map_err(|_| "not UTF-8 text; use the bytes converter for binary data".to_owned()),
-            Converter::Json { schemas } => {
-                let value: serde_json::Value =
-                    serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
-                let (payload, schema_type) = if *schemas {
-                    let serde_json::Value::Object(mut envelope) = value else {
-                        return Err(envelope_error());
-                    };
-                    match (envelope.remove("schema"), envelope.remove("payload")) {
-                        (Some(schema), Some(payload)) if envelope.is_empty() => {
-                            let ty = schema
-                                .get("type")
-                                .and_then(|t| t.as_str())
-                                .map(str::to_owned);
-                            (payload, ty)
-                        }
-                        _ => return Err(envelope_error()),
-                    }
-                } else {
-                    (value, None)
-                };
-                Ok(match payload {
-                    serde_json::Value::Null => None,
-                    serde_json::Value::String(s) if schema_type.as_deref() == Some("bytes") => {
-                        Some(Data::Bytes(
-                            BASE64
-                                .decode(s.as_bytes())
-                                .map_err(|e| format!("bytes payload is not base64: {e}"))?,
-                        ))
-                    }
-                    serde_json::Value::String(s) => Some(Data::Text(s)),
-                    other => Some(Data::Json(other.to_string())),
-                })
-            }
+            Converter::Json { schemas } => json_from_kafka(bytes, *schemas).map(Converted::Built),
         }
     }
+}
+
+/// A key or value converted from Kafka bytes: borrowed from them, or built anew (JSON).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Converted<'a> {
+    /// Null.
+    Null,
+    /// The bytes themselves (bytes converter).
+    Bytes(&'a [u8]),
+    /// The bytes, checked as UTF-8 (string converter).
+    Text(&'a str),
+    /// Data decoded from JSON; `None` is a JSON null.
+    Built(Option<Data>),
+}
+
+impl Converted<'_> {
+    /// The data to pack, borrowed; `None` is null.
+    pub fn as_data_ref(&self) -> Option<DataRef<'_>> {
+        match self {
+            Converted::Null => None,
+            Converted::Bytes(b) => Some(DataRef::Bytes(b)),
+            Converted::Text(s) => Some(DataRef::Text(s)),
+            Converted::Built(data) => data.as_ref().map(DataRef::from),
+        }
+    }
+
+    /// The data, owned.
+    pub fn into_data(self) -> Option<Data> {
+        match self {
+            Converted::Null => None,
+            Converted::Bytes(b) => Some(Data::Bytes(b.to_vec())),
+            Converted::Text(s) => Some(Data::Text(s.to_owned())),
+            Converted::Built(data) => data,
+        }
+    }
+}
+
+/// What the JSON converter makes of Kafka bytes.
+fn json_from_kafka(bytes: &[u8], schemas: bool) -> Result<Option<Data>, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
+    let (payload, schema_type) = if schemas {
+        let serde_json::Value::Object(mut envelope) = value else {
+            return Err(envelope_error());
+        };
+        match (envelope.remove("schema"), envelope.remove("payload")) {
+            (Some(schema), Some(payload)) if envelope.is_empty() => {
+                let ty = schema
+                    .get("type")
+                    .and_then(|t| t.as_str())
+                    .map(str::to_owned);
+                (payload, ty)
+            }
+            _ => return Err(envelope_error()),
+        }
+    } else {
+        (value, None)
+    };
+    Ok(match payload {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(s) if schema_type.as_deref() == Some("bytes") => {
+            Some(Data::Bytes(
+                BASE64
+                    .decode(s.as_bytes())
+                    .map_err(|e| format!("bytes payload is not base64: {e}"))?,
+            ))
+        }
+        serde_json::Value::String(s) => Some(Data::Text(s)),
+        other => Some(Data::Json(other.to_string())),
+    })
 }
 
 fn envelope_error() -> String {
@@ -271,6 +318,28 @@ mod tests {
         assert!(message.contains("not UTF-8"));
         assert_eq!(back, Some(Data::Bytes(vec![0xff])));
         assert_eq!(Converter::String.into_kafka(None), Ok(None));
+    }
+
+    #[test]
+    fn from_kafka_ref_borrows_what_it_passes_through() {
+        let bytes = "é".as_bytes();
+        assert_eq!(
+            Converter::String.from_kafka_ref(Some(bytes)),
+            Ok(Converted::Text("é"))
+        );
+        assert_eq!(
+            Converter::Bytes.from_kafka_ref(Some(bytes)),
+            Ok(Converted::Bytes(bytes))
+        );
+        assert_eq!(Converter::Bytes.from_kafka_ref(None), Ok(Converted::Null));
+        let json = Converter::Json { schemas: false };
+        let built = json.from_kafka_ref(Some(b"[1]")).unwrap();
+        assert_eq!(built.as_data_ref(), Some(DataRef::Json("[1]")));
+        assert_eq!(
+            json.from_kafka_ref(Some(b"null")).unwrap().as_data_ref(),
+            None
+        );
+        assert!(Converter::String.from_kafka_ref(Some(&[0xff])).is_err());
     }
 
     #[test]

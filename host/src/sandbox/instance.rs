@@ -10,12 +10,13 @@ use wasmtime::component::{Component, ResourceAny};
 use super::bindings::{types, v0_1, v0_2};
 use super::engine::{InstanceContext, Sandbox};
 use super::packed;
+use super::put_batch::PutBatch;
 use super::state::HostState;
 use crate::plugin::{Version, World};
 
 pub use types::{
-    Config, ConfigError, ConnectorSpec, PluginError, RecordFailure, SinkRecord, SourcePosition,
-    SourceRecord, TopicPartition, TopicPartitionOffset,
+    Config, ConfigError, ConnectorSpec, PluginError, RecordFailure, SourcePosition, SourceRecord,
+    TopicPartition, TopicPartitionOffset,
 };
 
 /// Why a call into a plugin did not return a result.
@@ -522,26 +523,26 @@ impl SinkTaskInstance {
 
     /// Hand a batch to the task; returns the records it could not write. A failure index outside
     /// the batch, or the same index twice, is a contract violation.
-    pub async fn put(&mut self, records: &[SinkRecord]) -> Result<Vec<RecordFailure>, CallError> {
+    pub async fn put(&mut self, batch: &PutBatch) -> Result<Vec<RecordFailure>, CallError> {
         const F: &str = "put";
         let handle = self.handle;
         let outcome = match &self.bindings {
             SinkBindings::V0_1(b) => {
-                let store = self.guard.begin(F)?;
-                b.wasm_connect_plugin_sink()
-                    .sink_task()
-                    .call_put(store, handle, records)
-                    .await
-            }
-            SinkBindings::V0_2(b) => {
-                let batch = packed::pack_sink(records).map_err(|message| CallError::Contract {
+                let records = batch.records().map_err(|message| CallError::Contract {
                     function: F,
                     message,
                 })?;
                 let store = self.guard.begin(F)?;
                 b.wasm_connect_plugin_sink()
                     .sink_task()
-                    .call_put(store, handle, &batch)
+                    .call_put(store, handle, &records)
+                    .await
+            }
+            SinkBindings::V0_2(b) => {
+                let store = self.guard.begin(F)?;
+                b.wasm_connect_plugin_sink()
+                    .sink_task()
+                    .call_put(store, handle, batch.as_wit())
                     .await
             }
         };
@@ -556,13 +557,13 @@ impl SinkTaskInstance {
                 ),
             });
         }
-        if let Some(bad) = failures.iter().find(|f| f.index as usize >= records.len()) {
+        if let Some(bad) = failures.iter().find(|f| f.index as usize >= batch.len()) {
             return Err(CallError::Contract {
                 function: F,
                 message: format!(
                     "the task reported a failure for record index {} of a batch of {}",
                     bad.index,
-                    records.len()
+                    batch.len()
                 ),
             });
         }

@@ -7,7 +7,8 @@
 //! - [`limits`]: memory and CPU limits per instance.
 //! - [`instance`]: connector and task instances, the typed calls into a plugin.
 //! - [`state`]: what a store holds, and the host side of the plugin's imports.
-//! - `packed`: contract 0.2.0's packed batches to and from the host's record types.
+//! - `packed`: unpacking contract 0.2.0's source batches, checking every rule.
+//! - [`put_batch`]: a sink's batch, packed as its records are consumed.
 
 pub mod bindings;
 pub mod cache;
@@ -16,6 +17,7 @@ pub mod engine;
 pub mod instance;
 pub mod limits;
 mod packed;
+pub mod put_batch;
 pub mod state;
 mod stdio;
 
@@ -24,4 +26,5 @@ pub use capabilities::Grants;
 pub use engine::{InstanceContext, Sandbox};
 pub use instance::{CallError, ConnectorInstance, SinkTaskInstance, SourceTaskInstance};
 pub use limits::Limits;
+pub use put_batch::{DataRef, Fields, PutBatch};
 pub use state::{NoOffsets, OffsetReader, Tags};

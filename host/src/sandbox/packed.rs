@@ -1,66 +1,16 @@
-//! Packed batches (contract 0.2.0, `wit/0.2.0/batch.wit`) to and from the host's record types:
-//! the host packs what it hands a sink and unpacks, checking every rule, what a source returns.
+//! Packed batches (contract 0.2.0, `wit/0.2.0/batch.wit`): unpacking what a source returns,
+//! checking every rule, and the pieces `super::put_batch` shares to pack what a sink is handed.
 
 use super::bindings::batch::{
-    DataColumn, HeaderRanges, PackedHeader, SinkBatch, SourceBatch, Span, SpanColumn,
+    DataColumn, HeaderRanges, PackedHeader, SourceBatch, Span, SpanColumn,
 };
-use super::bindings::types::{Data, Header, SinkRecord, SourceRecord};
+use super::bindings::types::{Data, Header, SourceRecord};
 
 /// `data-column.kind` values.
-const NULL: u8 = 0;
-const BYTES: u8 = 1;
-const TEXT: u8 = 2;
-const JSON: u8 = 3;
-
-/// Pack `records` for `sink-task.put`. Fails only when the batch's bytes would not fit the
-/// contract's 32-bit spans.
-pub fn pack_sink(records: &[SinkRecord]) -> Result<SinkBatch, String> {
-    let n = records.len();
-    let mut writer = Writer::with_capacity(
-        records
-            .iter()
-            .map(|r| data_bytes(r.key.as_ref()).len() + data_bytes(r.value.as_ref()).len())
-            .sum(),
-    );
-    let mut batch = SinkBatch {
-        data: Vec::new(),
-        topics: Vec::new(),
-        topic: Vec::with_capacity(n),
-        partition: Vec::with_capacity(n),
-        offset: Vec::with_capacity(n),
-        timestamp: Vec::with_capacity(n),
-        key: data_column(n),
-        value: data_column(n),
-        headers: Vec::new(),
-        header_ranges: HeaderRanges {
-            first: Vec::with_capacity(n),
-            count: Vec::with_capacity(n),
-        },
-    };
-    for record in records {
-        // Batches hold one or a few topics: a scan beats hashing.
-        let topic = match batch.topics.iter().rposition(|t| *t == record.topic) {
-            Some(index) => index,
-            None => {
-                batch.topics.push(record.topic.clone());
-                batch.topics.len() - 1
-            }
-        };
-        batch.topic.push(to_u32(topic)?);
-        batch.partition.push(record.partition);
-        batch.offset.push(record.offset);
-        batch.timestamp.push(record.timestamp.unwrap_or(-1));
-        writer.data(record.key.as_ref(), &mut batch.key)?;
-        writer.data(record.value.as_ref(), &mut batch.value)?;
-        writer.headers(
-            &record.headers,
-            &mut batch.headers,
-            &mut batch.header_ranges,
-        )?;
-    }
-    batch.data = writer.data;
-    Ok(batch)
-}
+pub(super) const NULL: u8 = 0;
+pub(super) const BYTES: u8 = 1;
+pub(super) const TEXT: u8 = 2;
+pub(super) const JSON: u8 = 3;
 
 /// Unpack what `source-task.poll` returned, or say which rule of the contract it breaks.
 /// `max_bytes` (the plugin's memory limit) caps the bytes the batch's spans describe in all:
@@ -147,7 +97,7 @@ fn described_bytes(batch: &SourceBatch) -> u64 {
         .sum()
 }
 
-fn data_column(n: usize) -> DataColumn {
+pub(super) fn data_column(n: usize) -> DataColumn {
     DataColumn {
         kind: Vec::with_capacity(n),
         start: Vec::with_capacity(n),
@@ -155,84 +105,16 @@ fn data_column(n: usize) -> DataColumn {
     }
 }
 
-fn data_bytes(data: Option<&Data>) -> &[u8] {
-    match data {
-        None => &[],
-        Some(Data::Bytes(b)) => b,
-        Some(Data::Text(s) | Data::Json(s)) => s.as_bytes(),
-    }
-}
-
-fn to_u32(n: usize) -> Result<u32, String> {
+pub(super) fn to_u32(n: usize) -> Result<u32, String> {
     u32::try_from(n).map_err(|_| {
         format!("a batch of more than {} bytes or records cannot be packed; lower sink.batch.max.records or sandbox.record.max.bytes", u32::MAX)
     })
 }
 
-/// Appends fields to a batch's `data`.
-struct Writer {
-    data: Vec<u8>,
-}
-
-impl Writer {
-    fn with_capacity(bytes: usize) -> Self {
-        Self {
-            data: Vec::with_capacity(bytes),
-        }
-    }
-
-    fn bytes(&mut self, bytes: &[u8]) -> Result<Span, String> {
-        let span = Span {
-            start: to_u32(self.data.len())?,
-            len: to_u32(bytes.len())?,
-        };
-        self.data.extend_from_slice(bytes);
-        to_u32(self.data.len())?;
-        Ok(span)
-    }
-
-    fn data(&mut self, data: Option<&Data>, column: &mut DataColumn) -> Result<(), String> {
-        let kind = match data {
-            None => NULL,
-            Some(Data::Bytes(_)) => BYTES,
-            Some(Data::Text(_)) => TEXT,
-            Some(Data::Json(_)) => JSON,
-        };
-        let span = match data {
-            None => Span { start: 0, len: 0 },
-            Some(_) => self.bytes(data_bytes(data))?,
-        };
-        column.kind.push(kind);
-        column.start.push(span.start);
-        column.len.push(span.len);
-        Ok(())
-    }
-
-    /// Append one record's `headers` to the batch's list and its range.
-    fn headers(
-        &mut self,
-        headers: &[Header],
-        all: &mut Vec<PackedHeader>,
-        ranges: &mut HeaderRanges,
-    ) -> Result<(), String> {
-        ranges.first.push(to_u32(all.len())?);
-        ranges.count.push(to_u32(headers.len())?);
-        for header in headers {
-            let key = self.bytes(header.key.as_bytes())?;
-            let value = match &header.value {
-                Some(v) => Some(self.bytes(v)?),
-                None => None,
-            };
-            all.push(PackedHeader { key, value });
-        }
-        Ok(())
-    }
-}
-
-/// Reads fields out of a batch a plugin returned, checking each span.
-struct Reader<'a> {
-    data: &'a [u8],
-    headers: &'a [PackedHeader],
+/// Reads fields out of a packed batch, checking each span.
+pub(super) struct Reader<'a> {
+    pub(super) data: &'a [u8],
+    pub(super) headers: &'a [PackedHeader],
 }
 
 impl<'a> Reader<'a> {
@@ -266,7 +148,12 @@ impl<'a> Reader<'a> {
         self.text(span, field)
     }
 
-    fn data(&self, column: &DataColumn, i: usize, field: &str) -> Result<Option<Data>, String> {
+    pub(super) fn data(
+        &self,
+        column: &DataColumn,
+        i: usize,
+        field: &str,
+    ) -> Result<Option<Data>, String> {
         let span = Span {
             start: column.start[i],
             len: column.len[i],
@@ -284,7 +171,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn headers(&self, ranges: &HeaderRanges, i: usize) -> Result<Vec<Header>, String> {
+    pub(super) fn headers(&self, ranges: &HeaderRanges, i: usize) -> Result<Vec<Header>, String> {
         let (first, count) = (ranges.first[i], ranges.count[i]);
         let start = first as usize;
         let entries = start
@@ -337,64 +224,6 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sink_record(topic: &str, offset: i64) -> SinkRecord {
-        SinkRecord {
-            topic: topic.to_owned(),
-            partition: 2,
-            offset,
-            key: Some(Data::Text(format!("k{offset}"))),
-            value: match offset % 3 {
-                0 => Some(Data::Json(format!("{{\"n\":{offset}}}"))),
-                1 => Some(Data::Bytes(vec![offset as u8, 255])),
-                _ => None,
-            },
-            headers: vec![
-                Header {
-                    key: "h".to_owned(),
-                    value: Some(vec![offset as u8]),
-                },
-                Header {
-                    key: "null".to_owned(),
-                    value: None,
-                },
-            ],
-            timestamp: (offset != 4).then_some(1_000 + offset),
-        }
-    }
-
-    /// Reads a sink batch back the way a guest SDK would.
-    fn read_sink(batch: &SinkBatch) -> Vec<SinkRecord> {
-        let reader = Reader {
-            data: &batch.data,
-            headers: &batch.headers,
-        };
-        (0..batch.topic.len())
-            .map(|i| SinkRecord {
-                topic: batch.topics[batch.topic[i] as usize].clone(),
-                partition: batch.partition[i],
-                offset: batch.offset[i],
-                key: reader.data(&batch.key, i, "key").unwrap(),
-                value: reader.data(&batch.value, i, "value").unwrap(),
-                headers: reader.headers(&batch.header_ranges, i).unwrap(),
-                timestamp: Some(batch.timestamp[i]).filter(|t| *t >= 0),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn sink_batches_carry_every_field_and_name_each_topic_once() {
-        let records: Vec<SinkRecord> = (0..6)
-            .map(|i| sink_record(if i < 3 { "a" } else { "b" }, i))
-            .collect();
-        let batch = pack_sink(&records).unwrap();
-        assert_eq!(batch.topics, vec!["a".to_owned(), "b".to_owned()]);
-        assert_eq!(batch.topic, vec![0, 0, 0, 1, 1, 1]);
-        assert_eq!(batch.headers.len(), 12);
-        assert_eq!(batch.timestamp[4], -1);
-        assert_eq!(read_sink(&batch), records);
-        assert!(pack_sink(&[]).unwrap().topic.is_empty());
-    }
 
     const LIMIT: usize = 1 << 20;
 

@@ -29,8 +29,8 @@ use crate::errors::{ErrorReporter, RecordError, Stage};
 use crate::kafka::consumer::{RebalanceEvent, SinkConsumer};
 use crate::kafka::producer::{Ack, AckTarget};
 use crate::offsets::Submitted;
-use crate::sandbox::SinkTaskInstance;
-use crate::sandbox::bindings::types::{Header, SinkRecord, TopicPartition, TopicPartitionOffset};
+use crate::sandbox::bindings::types::{SinkRecord, TopicPartition, TopicPartitionOffset};
+use crate::sandbox::{Fields, PutBatch, SinkTaskInstance};
 
 /// Everything one sink task runs with.
 pub struct SinkRunner {
@@ -126,6 +126,8 @@ impl SinkRunner {
     ) -> Result<(), Failure> {
         let mut last_flush = Instant::now();
         let mut paused = false;
+        // Reused, so a steady stream of batches allocates nothing for them.
+        let mut batch = PutBatch::default();
         let mut rebalanced = false;
         loop {
             while let Ok(event) = self.events.try_recv() {
@@ -168,7 +170,7 @@ impl SinkRunner {
                 _ = tokio::time::sleep(wait) => continue,
                 _ = stop.changed() => continue,
             };
-            let mut batch = Vec::new();
+            batch.clear();
             // The consumed bytes of each batch record, when `put` failures may be dead-lettered
             // (the copy must be the original, not a re-encoding).
             let keep_raw = {
@@ -189,23 +191,21 @@ impl SinkRunner {
                         count += 1;
                         // librdkafka's topic name costs a strlen and a UTF-8 check per call.
                         let topic = m.topic();
-                        let converted = convert(
+                        let packed = convert(
                             &m,
                             topic,
                             (&self.key_converter, &self.value_converter),
                             self.settings.record_max_bytes,
                             &self.errors,
                             &self.dead_letters.outstanding,
+                            &mut batch,
                         )
                         .await?;
-                        if let Some(record) = converted {
-                            batch.push(record);
-                            if keep_raw {
-                                raw.push((
-                                    m.key().map(<[u8]>::to_vec),
-                                    m.payload().map(<[u8]>::to_vec),
-                                ));
-                            }
+                        if packed && keep_raw {
+                            raw.push((
+                                m.key().map(<[u8]>::to_vec),
+                                m.payload().map(<[u8]>::to_vec),
+                            ));
                         }
                         // (No owned key for the lookup: this runs per record.)
                         let end = m.offset() + 1;
@@ -260,7 +260,7 @@ impl SinkRunner {
     /// `errors.retry.timeout`, then go to error handling. Returns how many were written.
     async fn put(
         &mut self,
-        batch: &[SinkRecord],
+        batch: &PutBatch,
         raw: &[RawRecord],
         stop: &watch::Receiver<Control>,
     ) -> Result<usize, Failure> {
@@ -290,7 +290,8 @@ impl SinkRunner {
                 .counts()
                 .total_retries
                 .fetch_add(1, Ordering::Relaxed);
-            let subset: Vec<SinkRecord> = failures.iter().map(|(i, _)| batch[*i].clone()).collect();
+            let indices: Vec<usize> = failures.iter().map(|(i, _)| *i).collect();
+            let subset = batch.subset(&indices).map_err(Failure::from)?;
             failures = self
                 .put_whole(&subset, stop)
                 .await?
@@ -299,7 +300,7 @@ impl SinkRunner {
                 .collect();
         }
         for (index, message) in &failures {
-            let record = &batch[*index];
+            let record = batch.record(*index).map_err(Failure::from)?;
             let mut error = RecordError::new(
                 Stage::TaskPut,
                 &self.plugin,
@@ -307,7 +308,7 @@ impl SinkRunner {
                 format!("the plugin could not write it: {message}"),
             );
             error.restartable = true;
-            let failed = self.failed_record(record, raw.get(*index));
+            let failed = self.failed_record(&record, raw.get(*index));
             report(&self.errors, &self.dead_letters.outstanding, error, failed).await?;
         }
         Ok(batch.len().saturating_sub(failures.len()))
@@ -317,7 +318,7 @@ impl SinkRunner {
     /// as (index, message).
     async fn put_whole(
         &mut self,
-        batch: &[SinkRecord],
+        batch: &PutBatch,
         stop: &watch::Receiver<Control>,
     ) -> Result<Vec<(usize, String)>, Failure> {
         let mut attempt = 0;
@@ -504,8 +505,8 @@ impl SinkRunner {
     }
 }
 
-/// The plugin's view of a consumed message; `None` when it failed and error handling
-/// skipped it.
+/// Convert a consumed message and pack it into `batch`; `false` when it failed and error
+/// handling skipped it.
 async fn convert(
     m: &BorrowedMessage<'_>,
     topic: &str,
@@ -513,24 +514,15 @@ async fn convert(
     record_max_bytes: usize,
     errors: &ErrorReporter,
     dead_letters: &Outstanding,
-) -> Result<Option<SinkRecord>, Failure> {
-    let headers: Vec<Header> = m
-        .headers()
-        .map(|hs| {
-            hs.iter()
-                .map(|h| Header {
-                    key: h.key.to_owned(),
-                    value: h.value.map(<[u8]>::to_vec),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let size = m.key().map_or(0, <[u8]>::len)
-        + m.payload().map_or(0, <[u8]>::len)
-        + headers
-            .iter()
-            .map(|h| h.key.len() + h.value.as_ref().map_or(0, Vec::len))
-            .sum::<usize>();
+    batch: &mut PutBatch,
+) -> Result<bool, Failure> {
+    let headers = m.headers();
+    let header_bytes: usize = headers.map_or(0, |hs| {
+        hs.iter()
+            .map(|h| h.key.len() + h.value.map_or(0, <[u8]>::len))
+            .sum()
+    });
+    let size = m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len) + header_bytes;
     let outcome = if size > record_max_bytes {
         Err(RecordError::new(
             Stage::KafkaConsume,
@@ -543,7 +535,7 @@ async fn convert(
         ))
     } else {
         key_converter
-            .from_kafka(m.key())
+            .from_kafka_ref(m.key())
             .map_err(|e| {
                 RecordError::new(
                     Stage::KeyConverter,
@@ -554,7 +546,7 @@ async fn convert(
             })
             .and_then(|key| {
                 value_converter
-                    .from_kafka(m.payload())
+                    .from_kafka_ref(m.payload())
                     .map(|value| (key, value))
                     .map_err(|e| {
                         RecordError::new(
@@ -566,16 +558,25 @@ async fn convert(
                     })
             })
     };
+    let header_pairs = || {
+        headers
+            .into_iter()
+            .flat_map(|hs| hs.iter())
+            .map(|h| (h.key, h.value))
+    };
     match outcome {
-        Ok((key, value)) => Ok(Some(SinkRecord {
-            topic: topic.to_owned(),
-            partition: m.partition(),
-            offset: m.offset(),
-            key,
-            value,
-            headers,
-            timestamp: m.timestamp().to_millis(),
-        })),
+        Ok((key, value)) => {
+            let fields = Fields {
+                topic,
+                partition: m.partition(),
+                offset: m.offset(),
+                timestamp: m.timestamp().to_millis(),
+                key: key.as_data_ref(),
+                value: value.as_data_ref(),
+            };
+            batch.push(fields, header_pairs()).map_err(Failure::from)?;
+            Ok(true)
+        }
         Err(error) => {
             let failed = FailedRecord {
                 topic: topic.to_owned(),
@@ -583,12 +584,14 @@ async fn convert(
                 offset: Some(m.offset()),
                 key: m.key().map(<[u8]>::to_vec),
                 value: m.payload().map(<[u8]>::to_vec),
-                headers: headers.into_iter().map(|h| (h.key, h.value)).collect(),
+                headers: header_pairs()
+                    .map(|(k, v)| (k.to_owned(), v.map(<[u8]>::to_vec)))
+                    .collect(),
                 timestamp: m.timestamp().to_millis(),
                 source_position: None,
             };
             report(errors, dead_letters, error, failed).await?;
-            Ok(None)
+            Ok(false)
         }
     }
 }
