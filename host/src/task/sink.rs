@@ -516,7 +516,7 @@ async fn convert(
     dead_letters: &Outstanding,
     batch: &mut PutBatch,
 ) -> Result<bool, Failure> {
-    let headers = m.headers();
+    let headers = crate::kafka::headers::headers(m);
     let header_bytes: usize = headers.map_or(0, |hs| {
         hs.iter()
             .map(|h| h.key.len() + h.value.map_or(0, <[u8]>::len))
