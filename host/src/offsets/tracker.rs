@@ -29,6 +29,9 @@ struct Partition {
 #[derive(Default)]
 pub struct SubmittedRecords {
     slots: HashMap<String, u32>,
+    /// The slot of the last submit: consecutive records mostly share a source partition, and
+    /// comparing one string is cheaper than hashing it.
+    last_slot: Option<u32>,
     partitions: Vec<Partition>,
     next_seq: u64,
     unacked: usize,
@@ -37,8 +40,11 @@ pub struct SubmittedRecords {
 impl SubmittedRecords {
     /// Remember a record about to be sent.
     pub fn submit(&mut self, partition: &str, offset: String) -> Submitted {
-        let slot = match self.slots.get(partition) {
-            Some(slot) => *slot,
+        let last = self
+            .last_slot
+            .filter(|&slot| self.partitions[slot as usize].name == partition);
+        let slot = match last.or_else(|| self.slots.get(partition).copied()) {
+            Some(slot) => slot,
             None => {
                 let slot = self.partitions.len() as u32;
                 self.partitions.push(Partition {
@@ -50,6 +56,7 @@ impl SubmittedRecords {
                 slot
             }
         };
+        self.last_slot = Some(slot);
         let seq = self.next_seq;
         self.next_seq += 1;
         self.unacked += 1;

@@ -66,23 +66,19 @@ fn record_size(record: &SourceRecord) -> usize {
             .sum::<usize>()
 }
 
-/// The source partition in canonical JSON (keys sorted, no whitespace), so partitions compare
-/// by value as the contract says, and the offset checked to be JSON. The previous record's
-/// partition text is remembered, since consecutive records mostly share it.
-fn canonical_position(state: &mut Loop, record: &SourceRecord) -> Result<(String, String), String> {
-    let partition = match &state.last_partition {
-        Some((raw, canonical)) if *raw == record.source_partition => canonical.clone(),
-        _ => {
-            let value: serde_json::Value = serde_json::from_str(&record.source_partition)
-                .map_err(|e| format!("its source partition is not JSON ({e})"))?;
-            let canonical = value.to_string();
-            state.last_partition = Some((record.source_partition.clone(), canonical.clone()));
-            canonical
-        }
-    };
+/// Check the record's source partition and offset, and remember the partition's canonical
+/// JSON (keys sorted, no whitespace) in `state.last_partition`, so partitions compare by value
+/// as the contract says. The previous record's partition text is kept, since consecutive records
+/// mostly share it: then nothing is parsed or copied.
+fn check_position(state: &mut Loop, record: &SourceRecord) -> Result<(), String> {
+    if !matches!(&state.last_partition, Some((raw, _)) if *raw == record.source_partition) {
+        let value: serde_json::Value = serde_json::from_str(&record.source_partition)
+            .map_err(|e| format!("its source partition is not JSON ({e})"))?;
+        state.last_partition = Some((record.source_partition.clone(), value.to_string()));
+    }
     serde_json::from_str::<serde::de::IgnoredAny>(&record.source_offset)
         .map_err(|e| format!("its source offset is not JSON ({e})"))?;
-    Ok((partition, record.source_offset.clone()))
+    Ok(())
 }
 
 struct Loop {
@@ -232,14 +228,19 @@ impl SourceRunner {
             note_topic(&self.topics_used, topic);
             topic.clone_into(&mut state.last_topic);
         }
-        let (partition, offset) = canonical_position(state, &record).map_err(|e| {
+        check_position(state, &record).map_err(|e| {
             Failure::from(format!(
                 "record {index} of the batch (source partition {}, offset {}): {e}",
                 record.source_partition, record.source_offset
             ))
         })?;
         let bytes = record_size(&record);
-        let submitted = state.tracker.submit(&partition, offset.clone());
+        let partition = state
+            .last_partition
+            .as_ref()
+            .map_or("", |(_, c)| c.as_str());
+        let offset = std::mem::take(&mut record.source_offset);
+        let submitted = state.tracker.submit(partition, offset);
         state.in_flight_bytes += bytes;
         let target = AckTarget {
             tx: state.acks_tx.clone(),
@@ -248,7 +249,7 @@ impl SourceRunner {
             dlq: false,
         };
         let outcome = self
-            .deliver(record, topic, (partition, offset), bytes, target)
+            .deliver(record, topic, &state.tracker, bytes, target)
             .await;
         if outcome.is_err() {
             // Failing the task: this record will never be acknowledged.
@@ -257,12 +258,13 @@ impl SourceRunner {
         outcome
     }
 
-    /// Check, convert and send a submitted record; a bad record goes to error handling.
+    /// Check, convert and send a submitted record; a bad record goes to error handling (its
+    /// source position is looked up in `tracker` only then).
     async fn deliver(
         &mut self,
         record: SourceRecord,
         topic: &str,
-        position: (String, String),
+        tracker: &SubmittedRecords,
         bytes: usize,
         ack: AckTarget,
     ) -> Result<(), Failure> {
@@ -285,7 +287,7 @@ impl SourceRunner {
             value,
             headers: headers.to_vec(),
             timestamp,
-            source_position: Some(position.clone()),
+            source_position: tracker.position(ack.record),
             ..Default::default()
         };
         let raw = |data: &Option<Data>| data.as_ref().map(|d| raw_bytes(d).to_vec());
