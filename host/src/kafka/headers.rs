@@ -22,6 +22,10 @@ use rdkafka::message::{BorrowedHeaders, BorrowedMessage, Message};
 /// The librdkafka release (`rd_kafka_version()`) whose `rd_kafka_msg_t` [`MsgPrefix`] mirrors.
 pub const LAYOUT_VERSION: c_int = 0x020c_01ff;
 
+/// `RD_KAFKA_MSG_F_PRODUCER` (`src/rdkafka_msg.h`): the message is a producer's, whose union
+/// holds timestamps, not header bytes.
+const PRODUCER_FLAG: c_int = 0x40000;
+
 /// The start of librdkafka 2.12.1's `rd_kafka_msg_t` (`src/rdkafka_msg.h`), up to the consumer
 /// side of its union: the unparsed header bytes.
 #[repr(C)]
@@ -49,7 +53,8 @@ pub fn layout_matches() -> bool {
 }
 
 /// Whether `message` certainly has no headers, known without librdkafka's parse; `false` when
-/// it may have some (or the layout is not known).
+/// it may have some, when the layout is not known, or for a producer's message (a delivery
+/// report), which keeps no header bytes.
 pub fn certainly_none(message: &BorrowedMessage<'_>) -> bool {
     if !layout_matches() {
         return false;
@@ -59,7 +64,13 @@ pub fn certainly_none(message: &BorrowedMessage<'_>) -> bool {
     // `rd_kafka_msg_t` that holds it (librdkafka casts between the two); the layout is that of
     // the linked release (checked above); the message, and the fetch buffer its header bytes
     // point into, live as long as `message` does. A length of 1 means one readable byte.
+    // The flags and the parsed-headers pointer are read first: the union is the consumer's only
+    // without the producer flag, and headers already parsed (or set by an interceptor) win, as
+    // in librdkafka's own `rd_kafka_message_headers`.
     unsafe {
+        if (*msg).flags & PRODUCER_FLAG != 0 || !(*msg).parsed_headers.is_null() {
+            return false;
+        }
         let len = (*msg).unparsed_headers_len;
         let data = (*msg).unparsed_headers;
         // A varint zero, the record format's "no headers"; older formats have no bytes at all.
