@@ -340,13 +340,15 @@ mod tests {
         );
     }
 
+    /// What unpacking says of `source_batch()` after `change`.
+    fn broken(change: fn(&mut SourceBatch)) -> String {
+        let mut batch = source_batch();
+        change(&mut batch);
+        unpack_source(batch, LIMIT).unwrap_err()
+    }
+
     #[test]
     fn broken_source_batches_name_the_record_and_the_rule() {
-        let broken = |change: fn(&mut SourceBatch)| {
-            let mut batch = source_batch();
-            change(&mut batch);
-            unpack_source(batch, LIMIT).unwrap_err()
-        };
         let err = broken(|b| b.value.len[1] = 100);
         assert!(
             err.contains("record 1") && err.contains("value span") && err.contains("26 data bytes"),
@@ -362,11 +364,6 @@ mod tests {
 
     #[test]
     fn every_rule_of_a_source_batch_is_checked() {
-        let broken = |change: fn(&mut SourceBatch)| {
-            let mut batch = source_batch();
-            change(&mut batch);
-            unpack_source(batch, LIMIT).unwrap_err()
-        };
         let err = broken(|b| b.data[1] = 0xff);
         assert!(
             err.contains("record 0") && err.contains("value is not valid UTF-8"),

@@ -16,6 +16,16 @@ pub enum DataRef<'a> {
     Json(&'a str),
 }
 
+impl<'a> DataRef<'a> {
+    /// The bytes as they go into the batch.
+    pub fn bytes(&self) -> &'a [u8] {
+        match *self {
+            DataRef::Bytes(b) => b,
+            DataRef::Text(s) | DataRef::Json(s) => s.as_bytes(),
+        }
+    }
+}
+
 impl<'a> From<&'a Data> for DataRef<'a> {
     fn from(data: &'a Data) -> Self {
         match data {
@@ -75,7 +85,8 @@ impl PutBatch {
     pub fn from_records(records: &[SinkRecord]) -> Result<Self, String> {
         let bytes = records
             .iter()
-            .map(|r| data_len(r.key.as_ref()) + data_len(r.value.as_ref()))
+            .flat_map(|r| [&r.key, &r.value])
+            .map(|d| d.as_ref().map_or(0, |d| DataRef::from(d).bytes().len()))
             .sum();
         let mut batch = Self::with_capacity(records.len(), bytes);
         for r in records {
@@ -208,14 +219,6 @@ impl PutBatch {
     }
 }
 
-fn data_len(data: Option<&Data>) -> usize {
-    match data {
-        None => 0,
-        Some(Data::Bytes(b)) => b.len(),
-        Some(Data::Text(s) | Data::Json(s)) => s.len(),
-    }
-}
-
 fn push_bytes(data: &mut Vec<u8>, bytes: &[u8]) -> Result<Span, String> {
     let span = Span {
         start: to_u32(data.len())?,
@@ -233,9 +236,14 @@ fn push_data(
 ) -> Result<(), String> {
     let (kind, span) = match field {
         None => (NULL, Span { start: 0, len: 0 }),
-        Some(DataRef::Bytes(b)) => (BYTES, push_bytes(data, b)?),
-        Some(DataRef::Text(s)) => (TEXT, push_bytes(data, s.as_bytes())?),
-        Some(DataRef::Json(s)) => (JSON, push_bytes(data, s.as_bytes())?),
+        Some(d) => {
+            let kind = match d {
+                DataRef::Bytes(_) => BYTES,
+                DataRef::Text(_) => TEXT,
+                DataRef::Json(_) => JSON,
+            };
+            (kind, push_bytes(data, d.bytes())?)
+        }
     };
     column.kind.push(kind);
     column.start.push(span.start);
