@@ -6,6 +6,8 @@
 
 mod schema;
 
+use std::borrow::Cow;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
@@ -114,54 +116,37 @@ impl Converter {
 
     /// Plugin data to Kafka bytes. `None` (null) stays null.
     pub fn to_kafka(&self, data: Option<&Data>) -> Result<Option<Vec<u8>>, String> {
-        let Some(data) = data else { return Ok(None) };
-        match self {
-            Converter::Bytes => Ok(Some(bytes_of(data).to_vec())),
-            Converter::String => match data {
-                Data::Bytes(b) => std::str::from_utf8(b)
-                    .map(|s| Some(s.as_bytes().to_vec()))
-                    .map_err(|_| {
-                        "the string converter got bytes that are not UTF-8; use the bytes converter"
-                            .to_owned()
-                    }),
-                Data::Text(s) | Data::Json(s) => Ok(Some(s.as_bytes().to_vec())),
-            },
-            Converter::Json { schemas } => {
-                let payload = json_payload(data)?;
-                let out = if *schemas {
-                    serde_json::json!({ "schema": schema::infer(data, &payload), "payload": payload })
-                } else {
-                    payload
-                };
-                serde_json::to_vec(&out)
-                    .map(Some)
-                    .map_err(|e| e.to_string())
-            }
+        match (self, data) {
+            (Converter::Json { schemas }, Some(data)) => json_to_kafka(data, *schemas).map(Some),
+            _ => self
+                .to_kafka_ref(data.map(DataRef::from))
+                .map(|bytes| bytes.map(Cow::into_owned)),
         }
     }
 
-    /// Like [`Converter::to_kafka`], but taking the data: the string and bytes converters reuse
-    /// its buffer instead of copying it (the source hot path). On failure the data comes back
-    /// with the message, for the dead-letter queue.
-    pub fn into_kafka(
+    /// Like [`Converter::to_kafka`], but borrowing the data where the converter passes it
+    /// through (string, bytes): the source hot path sends it from the polled batch without a
+    /// copy.
+    pub fn to_kafka_ref<'a>(
         &self,
-        data: Option<Data>,
-    ) -> Result<Option<Vec<u8>>, (String, Option<Data>)> {
+        data: Option<DataRef<'a>>,
+    ) -> Result<Option<Cow<'a, [u8]>>, String> {
         let Some(data) = data else { return Ok(None) };
         match (self, data) {
-            (Converter::Bytes, Data::Bytes(b)) => Ok(Some(b)),
-            (Converter::Bytes | Converter::String, Data::Text(s) | Data::Json(s)) => {
-                Ok(Some(s.into_bytes()))
-            }
-            (Converter::String, Data::Bytes(b)) => match String::from_utf8(b) {
-                Ok(s) => Ok(Some(s.into_bytes())),
-                Err(e) => Err((
+            (Converter::Bytes, data) => Ok(Some(Cow::Borrowed(data.bytes()))),
+            (Converter::String, DataRef::Bytes(b)) => match std::str::from_utf8(b) {
+                Ok(_) => Ok(Some(Cow::Borrowed(b))),
+                Err(_) => Err(
                     "the string converter got bytes that are not UTF-8; use the bytes converter"
                         .to_owned(),
-                    Some(Data::Bytes(e.into_bytes())),
-                )),
+                ),
             },
-            (json, data) => json.to_kafka(Some(&data)).map_err(|m| (m, Some(data))),
+            (Converter::String, DataRef::Text(s) | DataRef::Json(s)) => {
+                Ok(Some(Cow::Borrowed(s.as_bytes())))
+            }
+            (Converter::Json { schemas }, data) => {
+                json_to_kafka(&data.to_data(), *schemas).map(|b| Some(Cow::Owned(b)))
+            }
         }
     }
 
@@ -274,6 +259,17 @@ fn bytes_of(data: &Data) -> &[u8] {
 }
 
 /// The JSON value a plugin's data stands for: a document, a string, or base64 bytes.
+/// The JSON converter's bytes for `data`, in the schema envelope if `schemas`.
+fn json_to_kafka(data: &Data, schemas: bool) -> Result<Vec<u8>, String> {
+    let payload = json_payload(data)?;
+    let out = if schemas {
+        serde_json::json!({ "schema": schema::infer(data, &payload), "payload": payload })
+    } else {
+        payload
+    };
+    serde_json::to_vec(&out).map_err(|e| e.to_string())
+}
+
 fn json_payload(data: &Data) -> Result<serde_json::Value, String> {
     match data {
         Data::Json(text) => serde_json::from_str(text)
@@ -293,7 +289,7 @@ mod tests {
     }
 
     #[test]
-    fn into_kafka_matches_to_kafka_and_returns_the_data_on_failure() {
+    fn to_kafka_ref_matches_to_kafka_and_borrows_what_it_passes_through() {
         for converter in [
             Converter::String,
             Converter::Bytes,
@@ -305,19 +301,30 @@ mod tests {
                 Data::Json("{\"a\":1}".into()),
                 Data::Bytes(b"xy".to_vec()),
             ] {
+                let borrowed = converter.to_kafka_ref(Some(DataRef::from(&data)));
                 assert_eq!(
-                    converter.into_kafka(Some(data.clone())).ok(),
-                    converter.to_kafka(Some(&data)).ok(),
+                    borrowed.as_ref().ok().map(|b| b.as_deref()),
+                    converter
+                        .to_kafka(Some(&data))
+                        .ok()
+                        .as_ref()
+                        .map(|b| b.as_deref()),
+                    "{converter:?} {data:?}"
+                );
+                let passed_through = converter != Converter::Json { schemas: true }
+                    && converter != Converter::Json { schemas: false };
+                assert_eq!(
+                    matches!(borrowed, Ok(Some(Cow::Borrowed(_)))),
+                    passed_through,
                     "{converter:?} {data:?}"
                 );
             }
         }
-        let (message, back) = Converter::String
-            .into_kafka(Some(Data::Bytes(vec![0xff])))
+        let err = Converter::String
+            .to_kafka_ref(Some(DataRef::Bytes(&[0xff])))
             .unwrap_err();
-        assert!(message.contains("not UTF-8"));
-        assert_eq!(back, Some(Data::Bytes(vec![0xff])));
-        assert_eq!(Converter::String.into_kafka(None), Ok(None));
+        assert!(err.contains("not UTF-8"), "{err}");
+        assert_eq!(Converter::String.to_kafka_ref(None), Ok(None));
     }
 
     #[test]

@@ -252,14 +252,11 @@ impl ErrorReporter {
         };
         let first = self
             .producer
-            .send(
-                outgoing(record.value.as_deref(), headers.clone()),
-                ack.clone(),
-            )
+            .send(outgoing(record.value.as_deref(), headers.clone()), ack)
             .await;
         let outcome = match first {
             // Too large for the client: keep the record's context, drop its value.
-            Err(e) if e.rejects_record => {
+            Err((e, ack)) if e.rejects_record => {
                 let size = record.value.as_ref().map_or(0, Vec::len);
                 let note = format!("{size} bytes, too large for the dead-letter queue ({e})");
                 let headers = headers.insert(Header {
@@ -270,7 +267,7 @@ impl ErrorReporter {
             }
             other => other,
         };
-        outcome.map_err(|e| {
+        outcome.map_err(|(e, _)| {
             ErrorCounts::bump(&self.counts.deadletterqueue_produce_failures);
             Failure::from(format!(
                 "cannot write record {} to the dead-letter queue: {e}",

@@ -185,8 +185,13 @@ impl Producer {
     }
 
     /// Queue a record; its delivery report goes to `target`. Waits (asynchronously) while the
-    /// client's local queue is full.
-    pub async fn send(&self, record: Outgoing<'_>, target: AckTarget) -> Result<(), SendError> {
+    /// client's local queue is full. A record the client refuses hands `target` back, for error
+    /// handling.
+    pub async fn send(
+        &self,
+        record: Outgoing<'_>,
+        target: AckTarget,
+    ) -> Result<(), (SendError, AckTarget)> {
         let mut base = BaseRecord::with_opaque_to(record.topic, Box::new(target));
         if let Some(p) = record.partition {
             base = base.partition(p);
@@ -210,11 +215,12 @@ impl Producer {
                     base = back;
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 }
-                Err((e, _)) => {
-                    return Err(SendError {
+                Err((e, back)) => {
+                    let error = SendError {
                         message: format!("cannot send to topic {}: {e}", record.topic),
                         rejects_record: rejects_record(&e),
-                    });
+                    };
+                    return Err((error, *back.delivery_opaque));
                 }
             }
         }

@@ -9,8 +9,8 @@ use wasmtime::component::{Component, ResourceAny};
 
 use super::bindings::{types, v0_1, v0_2};
 use super::engine::{InstanceContext, Sandbox};
-use super::packed;
 use super::put_batch::PutBatch;
+use super::source_batch::{Polled, RecordRef};
 use super::state::HostState;
 use crate::plugin::{Version, World};
 
@@ -368,10 +368,20 @@ impl SourceTaskInstance {
         }))
     }
 
-    /// Up to `max_records` records; more than that, or a batch that breaks the packing rules,
-    /// is a contract violation.
+    /// Up to `max_records` records, owned; more than that, or a batch that breaks the packing
+    /// rules, is a contract violation. The task loop reads batches in place instead
+    /// ([`SourceTaskInstance::poll_batch`]).
     pub async fn poll(&mut self, max_records: u32) -> Result<Vec<SourceRecord>, CallError> {
+        let polled = self.poll_batch(max_records).await?;
+        Ok(polled.read()?.iter().map(RecordRef::to_record).collect())
+    }
+
+    /// Up to `max_records` records, as the plugin returned them; more than that is a contract
+    /// violation, and so is a batch that breaks the packing rules (which [`Polled::read`]
+    /// checks).
+    pub async fn poll_batch(&mut self, max_records: u32) -> Result<Polled, CallError> {
         const F: &str = "poll";
+        let max_bytes = self.guard.store.data().meter.limits().memory_bytes;
         let store = self.guard.begin(F)?;
         let too_many = |count: usize| CallError::Contract {
             function: F,
@@ -379,18 +389,14 @@ impl SourceTaskInstance {
                 "the task returned {count} records but at most {max_records} were asked for"
             ),
         };
-        match &self.bindings {
+        let polled = match &self.bindings {
             SourceBindings::V0_1(b) => {
                 let outcome = b
                     .wasm_connect_plugin_source()
                     .source_task()
                     .call_poll(store, self.handle, max_records)
                     .await;
-                let records = self.guard.finish(F, outcome)?;
-                if records.len() > max_records as usize {
-                    return Err(too_many(records.len()));
-                }
-                Ok(records)
+                Polled::records(self.guard.finish(F, outcome)?, max_bytes)
             }
             SourceBindings::V0_2(b) => {
                 let outcome = b
@@ -398,17 +404,13 @@ impl SourceTaskInstance {
                     .source_task()
                     .call_poll(store, self.handle, max_records)
                     .await;
-                let batch = self.guard.finish(F, outcome)?;
-                if batch.topic.len() > max_records as usize {
-                    return Err(too_many(batch.topic.len()));
-                }
-                let max_bytes = self.guard.store.data().meter.limits().memory_bytes;
-                packed::unpack_source(batch, max_bytes).map_err(|message| CallError::Contract {
-                    function: F,
-                    message: format!("the task returned a malformed batch: {message}"),
-                })
+                Polled::packed(self.guard.finish(F, outcome)?, max_bytes)
             }
+        };
+        if polled.len() > max_records as usize {
+            return Err(too_many(polled.len()));
         }
+        Ok(polled)
     }
 
     /// Tell the task these offsets are durably recorded.

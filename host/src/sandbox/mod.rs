@@ -13,18 +13,22 @@
 pub mod bindings;
 pub mod cache;
 pub mod capabilities;
+mod data_ref;
 pub mod engine;
 pub mod instance;
 pub mod limits;
 mod packed;
 pub mod put_batch;
+pub mod source_batch;
 pub mod state;
 mod stdio;
 
 pub use cache::Origin;
 pub use capabilities::Grants;
+pub use data_ref::DataRef;
 pub use engine::{InstanceContext, Sandbox};
 pub use instance::{CallError, ConnectorInstance, SinkTaskInstance, SourceTaskInstance};
 pub use limits::Limits;
-pub use put_batch::{DataRef, Fields, PutBatch};
+pub use put_batch::{Fields, PutBatch};
+pub use source_batch::{Polled, RecordRef};
 pub use state::{NoOffsets, OffsetReader, Tags};

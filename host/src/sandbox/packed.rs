@@ -1,10 +1,13 @@
-//! Packed batches (contract 0.2.0, `wit/0.2.0/batch.wit`): unpacking what a source returns,
-//! checking every rule, and the pieces `super::put_batch` shares to pack what a sink is handed.
+//! Packed batches (contract 0.2.0, `wit/0.2.0/batch.wit`): reading what a source returns in
+//! place, checking every rule, and the pieces `super::put_batch` shares to pack what a sink is
+//! handed.
 
 use super::bindings::batch::{
     DataColumn, HeaderRanges, PackedHeader, SourceBatch, Span, SpanColumn,
 };
-use super::bindings::types::{Data, Header, SourceRecord};
+use super::bindings::types::{Data, Header};
+use super::data_ref::DataRef;
+use super::source_batch::{HeaderRef, RecordRef};
 
 /// `data-column.kind` values.
 pub(super) const NULL: u8 = 0;
@@ -12,10 +15,14 @@ pub(super) const BYTES: u8 = 1;
 pub(super) const TEXT: u8 = 2;
 pub(super) const JSON: u8 = 3;
 
-/// Unpack what `source-task.poll` returned, or say which rule of the contract it breaks.
-/// `max_bytes` (the plugin's memory limit) caps the bytes the batch's spans describe in all:
-/// spans may overlap, so without it a small batch could make the host copy without end.
-pub fn unpack_source(batch: SourceBatch, max_bytes: usize) -> Result<Vec<SourceRecord>, String> {
+/// Read what `source-task.poll` returned in place, or say which rule of the contract it breaks
+/// (the whole batch is checked before any record is used). `max_bytes` (the plugin's memory
+/// limit) caps the bytes the batch's spans describe in all: spans may overlap, so without it a
+/// small batch could make the host copy without end.
+pub(super) fn view_source(
+    batch: &SourceBatch,
+    max_bytes: usize,
+) -> Result<Vec<RecordRef<'_>>, String> {
     let n = batch.topic.len();
     let lengths = [
         ("partition", batch.partition.len()),
@@ -52,7 +59,7 @@ pub fn unpack_source(batch: SourceBatch, max_bytes: usize) -> Result<Vec<SourceR
             });
         checked.map_err(|problem| format!("header {index} of the batch: {problem}"))?;
     }
-    let described = described_bytes(&batch);
+    let described = described_bytes(batch);
     if described > max_bytes as u64 {
         return Err(format!(
             "its spans add up to {described} bytes, over the plugin's memory limit of {max_bytes} bytes (sandbox.memory.max.bytes); spans may overlap, but a batch may not describe more bytes than the plugin may hold"
@@ -61,7 +68,7 @@ pub fn unpack_source(batch: SourceBatch, max_bytes: usize) -> Result<Vec<SourceR
     (0..n)
         .map(|i| {
             reader
-                .source_record(&batch, i)
+                .record_ref(batch, i)
                 .map_err(|problem| format!("record {i} of the batch: {problem}"))
         })
         .collect()
@@ -133,14 +140,12 @@ impl<'a> Reader<'a> {
             })
     }
 
-    fn text(&self, span: Span, field: &str) -> Result<String, String> {
+    fn text(&self, span: Span, field: &str) -> Result<&'a str, String> {
         let bytes = self.bytes(span, field)?;
-        std::str::from_utf8(bytes)
-            .map(str::to_owned)
-            .map_err(|_| format!("its {field} is not valid UTF-8"))
+        std::str::from_utf8(bytes).map_err(|_| format!("its {field} is not valid UTF-8"))
     }
 
-    fn column_text(&self, column: &SpanColumn, i: usize, field: &str) -> Result<String, String> {
+    fn column_text(&self, column: &SpanColumn, i: usize, field: &str) -> Result<&'a str, String> {
         let span = Span {
             start: column.start[i],
             len: column.len[i],
@@ -154,15 +159,24 @@ impl<'a> Reader<'a> {
         i: usize,
         field: &str,
     ) -> Result<Option<Data>, String> {
+        Ok(self.data_ref(column, i, field)?.map(|d| d.to_data()))
+    }
+
+    fn data_ref(
+        &self,
+        column: &DataColumn,
+        i: usize,
+        field: &str,
+    ) -> Result<Option<DataRef<'a>>, String> {
         let span = Span {
             start: column.start[i],
             len: column.len[i],
         };
         Ok(match column.kind[i] {
             NULL => None,
-            BYTES => Some(Data::Bytes(self.bytes(span, field)?.to_vec())),
-            TEXT => Some(Data::Text(self.text(span, field)?)),
-            JSON => Some(Data::Json(self.text(span, field)?)),
+            BYTES => Some(DataRef::Bytes(self.bytes(span, field)?)),
+            TEXT => Some(DataRef::Text(self.text(span, field)?)),
+            JSON => Some(DataRef::Json(self.text(span, field)?)),
             other => {
                 return Err(format!(
                     "its {field} kind is {other}; a data kind is 0 (null), 1 (bytes), 2 (text) or 3 (json)"
@@ -172,6 +186,18 @@ impl<'a> Reader<'a> {
     }
 
     pub(super) fn headers(&self, ranges: &HeaderRanges, i: usize) -> Result<Vec<Header>, String> {
+        Ok(self
+            .header_refs(ranges, i)?
+            .into_iter()
+            .map(|(key, value)| Header {
+                key: key.to_owned(),
+                value: value.map(<[u8]>::to_vec),
+            })
+            .collect())
+    }
+
+    /// Record `i`'s headers, borrowed (no allocation when it has none).
+    fn header_refs(&self, ranges: &HeaderRanges, i: usize) -> Result<Vec<HeaderRef<'a>>, String> {
         let (first, count) = (ranges.first[i], ranges.count[i]);
         let start = first as usize;
         let entries = start
@@ -186,34 +212,34 @@ impl<'a> Reader<'a> {
         entries
             .iter()
             .map(|h| {
-                Ok(Header {
-                    key: self.text(h.key, "header key")?,
-                    value: match h.value {
-                        Some(v) => Some(self.bytes(v, "header value")?.to_vec()),
+                Ok((
+                    self.text(h.key, "header key")?,
+                    match h.value {
+                        Some(v) => Some(self.bytes(v, "header value")?),
                         None => None,
                     },
-                })
+                ))
             })
             .collect()
     }
 
     /// Record `i` of `batch`, whose per-record lists all have more than `i` entries.
-    fn source_record(&self, batch: &SourceBatch, i: usize) -> Result<SourceRecord, String> {
+    fn record_ref(&self, batch: &'a SourceBatch, i: usize) -> Result<RecordRef<'a>, String> {
         let topic = match usize::try_from(batch.topic[i]) {
             Err(_) => None,
-            Ok(index) => Some(batch.topics.get(index).cloned().ok_or_else(|| {
+            Ok(index) => Some(batch.topics.get(index).map(String::as_str).ok_or_else(|| {
                 format!(
                     "its topic index {index} is past the batch's {} topics",
                     batch.topics.len()
                 )
             })?),
         };
-        Ok(SourceRecord {
+        Ok(RecordRef {
             topic,
             partition: Some(batch.partition[i]).filter(|p| *p >= 0),
-            key: self.data(&batch.key, i, "key")?,
-            value: self.data(&batch.value, i, "value")?,
-            headers: self.headers(&batch.header_ranges, i)?,
+            key: self.data_ref(&batch.key, i, "key")?,
+            value: self.data_ref(&batch.value, i, "value")?,
+            headers: self.header_refs(&batch.header_ranges, i)?,
             timestamp: Some(batch.timestamp[i]).filter(|t| *t >= 0),
             source_partition: self.column_text(&batch.source_partition, i, "source partition")?,
             source_offset: self.column_text(&batch.source_offset, i, "source offset")?,
@@ -225,7 +251,15 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
+    use crate::sandbox::bindings::types::SourceRecord;
+
     const LIMIT: usize = 1 << 20;
+
+    /// The records of `batch`, owned (what `SourceTaskInstance::poll` returns).
+    fn unpack_source(batch: SourceBatch, max_bytes: usize) -> Result<Vec<SourceRecord>, String> {
+        view_source(&batch, max_bytes)
+            .map(|records| records.iter().map(RecordRef::to_record).collect())
+    }
 
     #[test]
     fn overlapping_spans_cannot_describe_more_than_the_memory_limit() {

@@ -5,36 +5,9 @@
 //! records unpacked from it.
 
 use super::bindings::batch::{DataColumn, HeaderRanges, PackedHeader, SinkBatch, Span};
-use super::bindings::types::{Data, SinkRecord};
+use super::bindings::types::SinkRecord;
+use super::data_ref::DataRef;
 use super::packed::{BYTES, JSON, NULL, Reader, TEXT, data_column, to_u32};
-
-/// A key or value borrowed for packing; `None` beside it stands for null.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DataRef<'a> {
-    Bytes(&'a [u8]),
-    Text(&'a str),
-    Json(&'a str),
-}
-
-impl<'a> DataRef<'a> {
-    /// The bytes as they go into the batch.
-    pub fn bytes(&self) -> &'a [u8] {
-        match *self {
-            DataRef::Bytes(b) => b,
-            DataRef::Text(s) | DataRef::Json(s) => s.as_bytes(),
-        }
-    }
-}
-
-impl<'a> From<&'a Data> for DataRef<'a> {
-    fn from(data: &'a Data) -> Self {
-        match data {
-            Data::Bytes(b) => DataRef::Bytes(b),
-            Data::Text(s) => DataRef::Text(s),
-            Data::Json(s) => DataRef::Json(s),
-        }
-    }
-}
 
 /// One consumed record's fields, borrowed from the message and the converters' output.
 #[derive(Debug, Clone, Copy)]
@@ -254,6 +227,7 @@ fn push_data(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::bindings::types::Data;
     use crate::sandbox::bindings::types::Header;
 
     fn sink_record(topic: &str, offset: i64) -> SinkRecord {

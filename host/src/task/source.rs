@@ -8,6 +8,7 @@
 //! connector's error handling (`errors.*`): it fails the task, or is skipped (and written to
 //! the dead-letter queue) with its offset committed only once that is done.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -19,15 +20,14 @@ use super::{
     ActiveTopics, Control, Failure, RunnerSettings, TaskMetrics, TaskState, backoff, control,
     note_topic,
 };
-use crate::convert::{Converter, raw_bytes};
+use crate::convert::Converter;
 use crate::errors::dlq::FailedRecord;
 use crate::errors::{ErrorReporter, RecordError, Stage};
 use crate::kafka::producer::{Ack, AckTarget, DeliveryError, Outgoing, Producer};
 use crate::kafka::topics::TopicCreator;
 use crate::offsets::{FileOffsetStore, SubmittedRecords};
-use crate::sandbox::SourceTaskInstance;
-use crate::sandbox::bindings::types::Data;
-use crate::sandbox::instance::{SourcePosition, SourceRecord};
+use crate::sandbox::instance::SourcePosition;
+use crate::sandbox::{DataRef, RecordRef, SourceTaskInstance};
 
 /// How long a stopping task waits for outstanding acknowledgements.
 const STOP_GRACE: Duration = Duration::from_secs(30);
@@ -52,31 +52,17 @@ pub struct SourceRunner {
     pub errors: ErrorReporter,
 }
 
-/// Bytes a record carries across the boundary (key, value, headers).
-fn record_size(record: &SourceRecord) -> usize {
-    let data = |d: &Option<crate::sandbox::bindings::types::Data>| {
-        d.as_ref().map_or(0, |d| raw_bytes(d).len())
-    };
-    data(&record.key)
-        + data(&record.value)
-        + record
-            .headers
-            .iter()
-            .map(|h| h.key.len() + h.value.as_ref().map_or(0, Vec::len))
-            .sum::<usize>()
-}
-
 /// Check the record's source partition and offset, and remember the partition's canonical
 /// JSON (keys sorted, no whitespace) in `state.last_partition`, so partitions compare by value
 /// as the contract says. The previous record's partition text is kept, since consecutive records
 /// mostly share it: then nothing is parsed or copied.
-fn check_position(state: &mut Loop, record: &SourceRecord) -> Result<(), String> {
-    if !matches!(&state.last_partition, Some((raw, _)) if *raw == record.source_partition) {
-        let value: serde_json::Value = serde_json::from_str(&record.source_partition)
+fn check_position(state: &mut Loop, record: &RecordRef<'_>) -> Result<(), String> {
+    if !matches!(&state.last_partition, Some((raw, _)) if raw == record.source_partition) {
+        let value: serde_json::Value = serde_json::from_str(record.source_partition)
             .map_err(|e| format!("its source partition is not JSON ({e})"))?;
-        state.last_partition = Some((record.source_partition.clone(), value.to_string()));
+        state.last_partition = Some((record.source_partition.to_owned(), value.to_string()));
     }
-    serde_json::from_str::<serde::de::IgnoredAny>(&record.source_offset)
+    serde_json::from_str::<serde::de::IgnoredAny>(record.source_offset)
         .map_err(|e| format!("its source offset is not JSON ({e})"))?;
     Ok(())
 }
@@ -174,10 +160,10 @@ impl SourceRunner {
                 continue;
             }
             let max = (self.settings.source_poll_max_records as usize).min(room) as u32;
-            let records = match self.instance.poll(max).await {
-                Ok(records) => {
+            let polled = match self.instance.poll_batch(max).await {
+                Ok(polled) => {
                     retries = 0;
-                    records
+                    polled
                 }
                 Err(e) if e.is_retriable() => {
                     let wait = backoff(retries);
@@ -188,7 +174,7 @@ impl SourceRunner {
                 }
                 Err(e) => return Err(Failure::from(e)),
             };
-            if records.is_empty() {
+            if polled.is_empty() {
                 tokio::select! {
                     _ = tokio::time::sleep(idle) => {}
                     _ = stop.changed() => {}
@@ -197,10 +183,11 @@ impl SourceRunner {
                 continue;
             }
             idle = Duration::from_millis(1);
+            let records = polled.read()?;
             self.metrics
                 .records_in
                 .fetch_add(records.len() as u64, Ordering::Relaxed);
-            for (index, record) in records.into_iter().enumerate() {
+            for (index, record) in records.iter().enumerate() {
                 self.send(state, index, record, default_topic.as_deref())
                     .await?;
             }
@@ -211,11 +198,10 @@ impl SourceRunner {
         &mut self,
         state: &mut Loop,
         index: usize,
-        mut record: SourceRecord,
+        record: &RecordRef<'_>,
         default_topic: Option<&str>,
     ) -> Result<(), Failure> {
-        let own_topic = record.topic.take();
-        let topic = own_topic.as_deref().or(default_topic).ok_or_else(|| {
+        let topic = record.topic.or(default_topic).ok_or_else(|| {
             format!(
                 "record {index} of the batch (source partition {}, offset {}): it names no topic and the connector config has no `topic`",
                 record.source_partition, record.source_offset
@@ -228,19 +214,18 @@ impl SourceRunner {
             note_topic(&self.topics_used, topic);
             topic.clone_into(&mut state.last_topic);
         }
-        check_position(state, &record).map_err(|e| {
+        check_position(state, record).map_err(|e| {
             Failure::from(format!(
                 "record {index} of the batch (source partition {}, offset {}): {e}",
                 record.source_partition, record.source_offset
             ))
         })?;
-        let bytes = record_size(&record);
+        let bytes = record.size();
         let partition = state
             .last_partition
             .as_ref()
             .map_or("", |(_, c)| c.as_str());
-        let offset = std::mem::take(&mut record.source_offset);
-        let submitted = state.tracker.submit(partition, offset);
+        let submitted = state.tracker.submit(partition, record.source_offset);
         state.in_flight_bytes += bytes;
         let target = AckTarget {
             tx: state.acks_tx.clone(),
@@ -259,38 +244,30 @@ impl SourceRunner {
     }
 
     /// Check, convert and send a submitted record; a bad record goes to error handling (its
-    /// source position is looked up in `tracker` only then).
+    /// source position is looked up in `tracker` only then, and its fields copied).
     async fn deliver(
         &mut self,
-        record: SourceRecord,
+        record: &RecordRef<'_>,
         topic: &str,
         tracker: &SubmittedRecords,
         bytes: usize,
         ack: AckTarget,
     ) -> Result<(), Failure> {
-        let SourceRecord {
-            key,
-            value,
-            headers,
-            timestamp,
-            partition: kafka_partition,
-            ..
-        } = record;
-        let headers: Vec<(String, Option<Vec<u8>>)> =
-            headers.into_iter().map(|h| (h.key, h.value)).collect();
-        // What a dead-letter record carries when conversion did not get that far.
-        let failed = |key: Option<Vec<u8>>,
-                      value: Option<Vec<u8>>,
-                      headers: &[(String, Option<Vec<u8>>)]| FailedRecord {
+        // What a dead-letter record carries: the key and value as far as conversion got.
+        let failed = |key: Option<Vec<u8>>, value: Option<Vec<u8>>, ack: &AckTarget| FailedRecord {
             topic: topic.to_owned(),
             key,
             value,
-            headers: headers.to_vec(),
-            timestamp,
+            headers: record
+                .headers
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.map(<[u8]>::to_vec)))
+                .collect(),
+            timestamp: record.timestamp,
             source_position: tracker.position(ack.record),
             ..Default::default()
         };
-        let raw = |data: &Option<Data>| data.as_ref().map(|d| raw_bytes(d).to_vec());
+        let raw = |data: Option<DataRef<'_>>| data.map(|d| d.bytes().to_vec());
         if bytes > self.settings.record_max_bytes {
             let error = RecordError::new(
                 Stage::TaskPoll,
@@ -301,44 +278,39 @@ impl SourceRunner {
                     self.settings.record_max_bytes
                 ),
             );
-            let record = failed(raw(&key), raw(&value), &headers);
-            return self.errors.report(error, record, ack).await.map(drop);
+            let failed = failed(raw(record.key), raw(record.value), &ack);
+            return self.errors.report(error, failed, ack).await.map(drop);
         }
-        let key = match self.key_converter.into_kafka(key) {
+        let key = match self.key_converter.to_kafka_ref(record.key) {
             Ok(key) => key,
-            Err((e, key)) => {
+            Err(e) => {
                 let error = RecordError::new(
                     Stage::KeyConverter,
                     self.key_converter.name(),
                     "ConversionError",
                     format!("the key converter failed: {e}"),
                 );
-                let record = failed(raw(&key), raw(&value), &headers);
-                return self.errors.report(error, record, ack).await.map(drop);
+                let failed = failed(raw(record.key), raw(record.value), &ack);
+                return self.errors.report(error, failed, ack).await.map(drop);
             }
         };
-        let value = match self.value_converter.into_kafka(value) {
+        let value = match self.value_converter.to_kafka_ref(record.value) {
             Ok(value) => value,
-            Err((e, value)) => {
+            Err(e) => {
                 let error = RecordError::new(
                     Stage::ValueConverter,
                     self.value_converter.name(),
                     "ConversionError",
                     format!("the value converter failed: {e}"),
                 );
-                let record = failed(key, raw(&value), &headers);
-                return self.errors.report(error, record, ack).await.map(drop);
+                let failed = failed(key.map(Cow::into_owned), raw(record.value), &ack);
+                return self.errors.report(error, failed, ack).await.map(drop);
             }
         };
-        let owned_headers = (!headers.is_empty()).then(|| {
-            headers.iter().fold(
-                OwnedHeaders::new_with_capacity(headers.len()),
-                |h, (key, value)| {
-                    h.insert(Header {
-                        key,
-                        value: value.as_deref(),
-                    })
-                },
+        let headers = (!record.headers.is_empty()).then(|| {
+            record.headers.iter().fold(
+                OwnedHeaders::new_with_capacity(record.headers.len()),
+                |h, (key, value)| h.insert(Header { key, value: *value }),
             )
         });
         let sent = self
@@ -346,24 +318,24 @@ impl SourceRunner {
             .send(
                 Outgoing {
                     topic,
-                    partition: kafka_partition,
+                    partition: record.partition,
                     key: key.as_deref(),
                     value: value.as_deref(),
-                    headers: owned_headers,
-                    timestamp,
+                    headers,
+                    timestamp: record.timestamp,
                 },
-                ack.clone(),
+                ack,
             )
             .await;
         match sent {
             Ok(()) => Ok(()),
-            Err(e) if e.rejects_record => {
+            Err((e, ack)) if e.rejects_record => {
                 let error =
                     RecordError::new(Stage::KafkaProduce, "producer", "RecordRejected", e.message);
-                let record = failed(key, value, &headers);
-                self.errors.report(error, record, ack).await.map(drop)
+                let failed = failed(key.map(Cow::into_owned), value.map(Cow::into_owned), &ack);
+                self.errors.report(error, failed, ack).await.map(drop)
             }
-            Err(e) => Err(Failure::from(e.message)),
+            Err((e, _)) => Err(Failure::from(e.message)),
         }
     }
 
