@@ -44,6 +44,13 @@ pub enum CallError {
     /// A previous trap left the instance unusable; it must be rebuilt.
     #[error("{function}: the instance is unusable after an earlier trap and must be recreated")]
     Poisoned { function: &'static str },
+    /// The worker task that served the instance ended without answering (a worker bug, not
+    /// the plugin's); the instance is gone.
+    #[error("{function}: the worker lost the plugin instance ({message})")]
+    Lost {
+        function: &'static str,
+        message: String,
+    },
 }
 
 impl CallError {

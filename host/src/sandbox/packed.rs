@@ -65,13 +65,15 @@ pub(super) fn view_source(
             "its spans add up to {described} bytes, over the plugin's memory limit of {max_bytes} bytes (sandbox.memory.max.bytes); spans may overlap, but a batch may not describe more bytes than the plugin may hold"
         ));
     }
-    (0..n)
-        .map(|i| {
-            reader
-                .record_ref(batch, i)
-                .map_err(|problem| format!("record {i} of the batch: {problem}"))
-        })
-        .collect()
+    // Sized up front: collecting `Result`s would grow the vector by doubling, copying it.
+    let mut records = Vec::with_capacity(n);
+    for i in 0..n {
+        let record = reader
+            .record_ref(batch, i)
+            .map_err(|problem| format!("record {i} of the batch: {problem}"))?;
+        records.push(record);
+    }
+    Ok(records)
 }
 
 /// The bytes the records of `batch` (whose per-record lists all have the same length) would

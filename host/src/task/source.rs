@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use rdkafka::message::{Header, OwnedHeaders};
 use tokio::sync::{mpsc, watch};
 
+use super::poll_ahead::{PendingPoll, PollAhead};
 use super::{
     ActiveTopics, Control, Failure, RunnerSettings, TaskMetrics, TaskState, backoff, control,
     note_topic,
@@ -52,6 +53,24 @@ pub struct SourceRunner {
     pub errors: ErrorReporter,
 }
 
+/// A running source task: the runner's parts, with the plugin instance served ahead.
+struct Sender {
+    connector: String,
+    task: u32,
+    instance: PollAhead,
+    producer: Arc<Producer>,
+    topics: Arc<TopicCreator>,
+    offsets: Arc<FileOffsetStore>,
+    config: Vec<(String, String)>,
+    key_converter: Converter,
+    value_converter: Converter,
+    settings: RunnerSettings,
+    metrics: Arc<TaskMetrics>,
+    topics_used: ActiveTopics,
+    plugin: String,
+    errors: ErrorReporter,
+}
+
 /// Check the record's source partition and offset, and remember the partition's canonical
 /// JSON (keys sorted, no whitespace) in `state.last_partition`, so partitions compare by value
 /// as the contract says. The previous record's partition text is kept, since consecutive records
@@ -85,7 +104,45 @@ struct Loop {
 
 impl SourceRunner {
     /// Run until told to stop or the task fails; `Err` carries the failure trace.
-    pub async fn run(mut self, mut stop: watch::Receiver<Control>) -> Result<(), Failure> {
+    pub async fn run(self, stop: watch::Receiver<Control>) -> Result<(), Failure> {
+        let SourceRunner {
+            connector,
+            task,
+            instance,
+            producer,
+            topics,
+            offsets,
+            config,
+            key_converter,
+            value_converter,
+            settings,
+            metrics,
+            topics_used,
+            plugin,
+            errors,
+        } = self;
+        let sender = Sender {
+            connector,
+            task,
+            instance: PollAhead::spawn(instance),
+            producer,
+            topics,
+            offsets,
+            config,
+            key_converter,
+            value_converter,
+            settings,
+            metrics,
+            topics_used,
+            plugin,
+            errors,
+        };
+        sender.run(stop).await
+    }
+}
+
+impl Sender {
+    async fn run(mut self, mut stop: watch::Receiver<Control>) -> Result<(), Failure> {
         let (acks_tx, acks) = mpsc::unbounded_channel();
         let mut state = Loop {
             tracker: SubmittedRecords::default(),
@@ -121,6 +178,8 @@ impl SourceRunner {
         let mut last_flush = Instant::now();
         let mut idle = Duration::from_millis(1);
         let mut retries = 0;
+        // A batch asked for while the last one was sent.
+        let mut ahead: Option<PendingPoll> = None;
         loop {
             self.take_acks(state).await;
             if let Some(e) = &state.delivery_error {
@@ -145,22 +204,23 @@ impl SourceRunner {
                 }
                 Control::Run => self.metrics.set_state(TaskState::Running),
             }
-            let room = self
-                .settings
-                .source_max_in_flight
-                .saturating_sub(state.tracker.in_flight());
-            if room == 0 || state.in_flight_bytes >= self.settings.source_max_in_flight_bytes {
-                // Back-pressure: wait for Kafka to acknowledge something. While the cluster is
-                // unreachable this is where the task waits, polling nothing.
-                tokio::select! {
-                    ack = state.acks.recv() => if let Some(ack) = ack { self.on_ack(state, ack).await },
-                    _ = tokio::time::sleep(self.settings.flush_interval) => {}
-                    _ = stop.changed() => {}
+            let pending = match ahead.take() {
+                Some(pending) => pending,
+                None => {
+                    let Some(max) = self.room(state, 0) else {
+                        // Back-pressure: wait for Kafka to acknowledge something. While the
+                        // cluster is unreachable this is where the task waits, polling nothing.
+                        tokio::select! {
+                            ack = state.acks.recv() => if let Some(ack) = ack { self.on_ack(state, ack).await },
+                            _ = tokio::time::sleep(self.settings.flush_interval) => {}
+                            _ = stop.changed() => {}
+                        }
+                        continue;
+                    };
+                    self.instance.poll(max)
                 }
-                continue;
-            }
-            let max = (self.settings.source_poll_max_records as usize).min(room) as u32;
-            let polled = match self.instance.poll_batch(max).await {
+            };
+            let polled = match pending.take().await {
                 Ok(polled) => {
                     retries = 0;
                     polled
@@ -183,6 +243,13 @@ impl SourceRunner {
                 continue;
             }
             idle = Duration::from_millis(1);
+            // The plugin starts on the next batch while this one is sent (not after an empty
+            // batch, which backs off instead).
+            if matches!(control(stop), Control::Run)
+                && let Some(max) = self.room(state, polled.len())
+            {
+                ahead = Some(self.instance.poll(max));
+            }
             let records = polled.read()?;
             self.metrics
                 .records_in
@@ -192,6 +259,17 @@ impl SourceRunner {
                     .await?;
             }
         }
+    }
+
+    /// How many records the next poll may return, with `pending` more about to be sent;
+    /// `None` while the in-flight limits are reached.
+    fn room(&self, state: &Loop, pending: usize) -> Option<u32> {
+        let room = self
+            .settings
+            .source_max_in_flight
+            .saturating_sub(state.tracker.in_flight() + pending);
+        let full = room == 0 || state.in_flight_bytes >= self.settings.source_max_in_flight_bytes;
+        (!full).then(|| (self.settings.source_poll_max_records as usize).min(room) as u32)
     }
 
     async fn send(
@@ -434,7 +512,7 @@ impl SourceRunner {
                 source_offset,
             })
             .collect();
-        match self.instance.commit(&positions).await {
+        match self.instance.commit(positions).await {
             Ok(()) => Ok(()),
             Err(e) if e.is_retriable() => {
                 tracing::warn!(connector = %self.connector, task = self.task, "commit: {e}");

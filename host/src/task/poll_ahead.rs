@@ -1,0 +1,123 @@
+//! A source task's plugin instance on a tokio task of its own, asked for its next batch while
+//! the worker is still sending the last one: the plugin's `poll` then runs on one core while
+//! the producer path runs on another (profiled: the two shared one thread, and the plugin's
+//! own work was a third of it with `datagen`). Requests are served in order, so a `commit`
+//! never overtakes a `poll` asked for before it.
+//!
+//! The instances are served on a runtime of their own. A task woken by another task of the
+//! same tokio runtime waits in that thread's next-task slot until the waker yields, and the
+//! task loop does not yield while it sends, so on one runtime the two would still take turns.
+
+use std::sync::OnceLock;
+
+use tokio::runtime::{Builder, Handle, Runtime};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::sandbox::instance::SourcePosition;
+use crate::sandbox::{CallError, Polled, SourceTaskInstance};
+
+enum Request {
+    Poll {
+        max_records: u32,
+        reply: oneshot::Sender<Result<Polled, CallError>>,
+    },
+    Commit {
+        positions: Vec<SourcePosition>,
+        reply: oneshot::Sender<Result<(), CallError>>,
+    },
+}
+
+/// A batch asked for and not yet taken.
+pub struct PendingPoll(oneshot::Receiver<Result<Polled, CallError>>);
+
+/// The plugin side of a source task.
+pub struct PollAhead {
+    requests: mpsc::UnboundedSender<Request>,
+    served: JoinHandle<SourceTaskInstance>,
+}
+
+impl PollAhead {
+    /// Move `instance` onto its own tokio task.
+    pub fn spawn(mut instance: SourceTaskInstance) -> Self {
+        let (requests, mut incoming) = mpsc::unbounded_channel();
+        let served = runtime().spawn(async move {
+            while let Some(request) = incoming.recv().await {
+                // A dropped reply (the task stopped) is not an error here.
+                match request {
+                    Request::Poll { max_records, reply } => {
+                        let _ = reply.send(instance.poll_batch(max_records).await);
+                    }
+                    Request::Commit { positions, reply } => {
+                        let _ = reply.send(instance.commit(&positions).await);
+                    }
+                }
+            }
+            instance
+        });
+        PollAhead { requests, served }
+    }
+
+    /// Ask for up to `max_records` records; the plugin starts on them at once.
+    pub fn poll(&self, max_records: u32) -> PendingPoll {
+        let (reply, pending) = oneshot::channel();
+        // If the serving task is gone, the dropped reply reports it when the poll is taken.
+        let _ = self.requests.send(Request::Poll { max_records, reply });
+        PendingPoll(pending)
+    }
+
+    /// Tell the plugin these positions are durably recorded (after any poll asked for first).
+    pub async fn commit(&self, positions: Vec<SourcePosition>) -> Result<(), CallError> {
+        let (reply, done) = oneshot::channel();
+        let _ = self.requests.send(Request::Commit { positions, reply });
+        done.await.unwrap_or_else(|_| Err(gone("commit")))
+    }
+
+    /// Wait for what was asked, then stop the plugin. A batch polled ahead and never taken is
+    /// dropped unsent: its offsets were never committed, so a restarted task polls it again.
+    pub async fn stop(self) -> Result<(), CallError> {
+        drop(self.requests);
+        match self.served.await {
+            Ok(instance) => instance.stop().await,
+            Err(e) => Err(CallError::Lost {
+                function: "stop",
+                message: e.to_string(),
+            }),
+        }
+    }
+}
+
+impl PendingPoll {
+    /// The batch, once the plugin returned it.
+    pub async fn take(self) -> Result<Polled, CallError> {
+        self.0.await.unwrap_or_else(|_| Err(gone("poll")))
+    }
+}
+
+/// The serving task ended without an answer: it panicked (a worker bug, not the plugin's).
+fn gone(function: &'static str) -> CallError {
+    CallError::Lost {
+        function,
+        message: "its task ended without answering".to_owned(),
+    }
+}
+
+/// The runtime plugin instances are served on: one thread per core, started on first use; the
+/// caller's runtime if it cannot be built.
+fn runtime() -> Handle {
+    static RUNTIME: OnceLock<Option<Runtime>> = OnceLock::new();
+    let built = RUNTIME.get_or_init(|| {
+        Builder::new_multi_thread()
+            .thread_name("plugin")
+            .enable_all()
+            .build()
+            .inspect_err(|e| {
+                tracing::warn!("cannot start the plugin runtime ({e}); plugins share the worker's")
+            })
+            .ok()
+    });
+    match built {
+        Some(runtime) => runtime.handle().clone(),
+        None => Handle::current(),
+    }
+}
