@@ -18,6 +18,7 @@ use crate::plugin::{Plugin, World};
 use crate::sandbox::{
     ConnectorInstance, Grants, InstanceContext, Limits, SinkTaskInstance, SourceTaskInstance, Tags,
 };
+use crate::task::poll_ahead::PollAhead;
 use crate::task::sink::SinkRunner;
 use crate::task::source::SourceRunner;
 use crate::task::{ActiveTopics, Control, Failure, RunnerSettings, TaskMetrics, TaskState};
@@ -481,7 +482,7 @@ async fn run_once(
             SourceRunner {
                 connector: name.to_owned(),
                 task: id,
-                instance,
+                instance: PollAhead::spawn(instance),
                 producer: Arc::clone(&shared.producer),
                 topics: Arc::clone(&shared.topics),
                 offsets: Arc::clone(&shared.offsets),

@@ -2,7 +2,7 @@
 //! `source`: poll → convert → produce → acknowledge → commit offsets.
 //! `sink`: consume → convert → put → flush → commit consumer offsets.
 
-mod poll_ahead;
+pub mod poll_ahead;
 pub mod settings;
 pub mod sink;
 pub mod source;

@@ -28,7 +28,7 @@ use crate::kafka::producer::{Ack, AckTarget, DeliveryError, Outgoing, Producer};
 use crate::kafka::topics::TopicCreator;
 use crate::offsets::{FileOffsetStore, SubmittedRecords};
 use crate::sandbox::instance::SourcePosition;
-use crate::sandbox::{DataRef, RecordRef, SourceTaskInstance};
+use crate::sandbox::{DataRef, RecordRef};
 
 /// How long a stopping task waits for outstanding acknowledgements.
 const STOP_GRACE: Duration = Duration::from_secs(30);
@@ -37,7 +37,8 @@ const STOP_GRACE: Duration = Duration::from_secs(30);
 pub struct SourceRunner {
     pub connector: String,
     pub task: u32,
-    pub instance: SourceTaskInstance,
+    /// The plugin instance, served ahead of the loop (see `poll_ahead`).
+    pub instance: PollAhead,
     pub producer: Arc<Producer>,
     pub topics: Arc<TopicCreator>,
     pub offsets: Arc<FileOffsetStore>,
@@ -51,24 +52,6 @@ pub struct SourceRunner {
     /// The plugin's name, for error reports.
     pub plugin: String,
     pub errors: ErrorReporter,
-}
-
-/// A running source task: the runner's parts, with the plugin instance served ahead.
-struct Sender {
-    connector: String,
-    task: u32,
-    instance: PollAhead,
-    producer: Arc<Producer>,
-    topics: Arc<TopicCreator>,
-    offsets: Arc<FileOffsetStore>,
-    config: Vec<(String, String)>,
-    key_converter: Converter,
-    value_converter: Converter,
-    settings: RunnerSettings,
-    metrics: Arc<TaskMetrics>,
-    topics_used: ActiveTopics,
-    plugin: String,
-    errors: ErrorReporter,
 }
 
 /// Check the record's source partition and offset, and remember the partition's canonical
@@ -104,45 +87,7 @@ struct Loop {
 
 impl SourceRunner {
     /// Run until told to stop or the task fails; `Err` carries the failure trace.
-    pub async fn run(self, stop: watch::Receiver<Control>) -> Result<(), Failure> {
-        let SourceRunner {
-            connector,
-            task,
-            instance,
-            producer,
-            topics,
-            offsets,
-            config,
-            key_converter,
-            value_converter,
-            settings,
-            metrics,
-            topics_used,
-            plugin,
-            errors,
-        } = self;
-        let sender = Sender {
-            connector,
-            task,
-            instance: PollAhead::spawn(instance),
-            producer,
-            topics,
-            offsets,
-            config,
-            key_converter,
-            value_converter,
-            settings,
-            metrics,
-            topics_used,
-            plugin,
-            errors,
-        };
-        sender.run(stop).await
-    }
-}
-
-impl Sender {
-    async fn run(mut self, mut stop: watch::Receiver<Control>) -> Result<(), Failure> {
+    pub async fn run(mut self, mut stop: watch::Receiver<Control>) -> Result<(), Failure> {
         let (acks_tx, acks) = mpsc::unbounded_channel();
         let mut state = Loop {
             tracker: SubmittedRecords::default(),
