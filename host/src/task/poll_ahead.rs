@@ -73,8 +73,9 @@ impl PollAhead {
         done.await.unwrap_or_else(|_| Err(gone("commit")))
     }
 
-    /// Wait for what was asked, then stop the plugin. A batch polled ahead and never taken is
-    /// dropped unsent: its offsets were never committed, so a restarted task polls it again.
+    /// Wait for what was asked, then stop the plugin. The source loop takes (and sends) a
+    /// batch polled ahead before it stops; one left untaken, when the task fails, is dropped
+    /// unsent, its offsets never committed.
     pub async fn stop(self) -> Result<(), CallError> {
         drop(self.requests);
         match self.served.await {

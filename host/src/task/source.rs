@@ -136,6 +136,10 @@ impl SourceRunner {
                 state.last_topic.clear();
             }
             match control(stop) {
+                // A batch the plugin already returned is sent before the task pauses or stops,
+                // as the contract says of records returned before `stop`; nothing more is
+                // asked for.
+                Control::Stop | Control::Pause if ahead.is_some() => {}
                 Control::Stop => return Ok(()),
                 Control::Pause => {
                     // No polling; acknowledgements and offset flushes go on.
