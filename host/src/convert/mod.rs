@@ -245,20 +245,6 @@ fn envelope_error() -> String {
     "the json converter with schemas.enable=true expects {\"schema\": ..., \"payload\": ...}; set value.converter.schemas.enable=false (or key.) for plain JSON".to_owned()
 }
 
-/// The bytes of plugin data without conversion (what a dead-letter record carries when the
-/// converter failed).
-pub fn raw_bytes(data: &Data) -> &[u8] {
-    bytes_of(data)
-}
-
-fn bytes_of(data: &Data) -> &[u8] {
-    match data {
-        Data::Bytes(b) => b,
-        Data::Text(s) | Data::Json(s) => s.as_bytes(),
-    }
-}
-
-/// The JSON value a plugin's data stands for: a document, a string, or base64 bytes.
 /// The JSON converter's bytes for `data`, in the schema envelope if `schemas`.
 fn json_to_kafka(data: &Data, schemas: bool) -> Result<Vec<u8>, String> {
     let payload = json_payload(data)?;
@@ -270,6 +256,7 @@ fn json_to_kafka(data: &Data, schemas: bool) -> Result<Vec<u8>, String> {
     serde_json::to_vec(&out).map_err(|e| e.to_string())
 }
 
+/// The JSON value a plugin's data stands for: a document, a string, or base64 bytes.
 fn json_payload(data: &Data) -> Result<serde_json::Value, String> {
     match data {
         Data::Json(text) => serde_json::from_str(text)

@@ -30,7 +30,7 @@ use crate::kafka::consumer::{RebalanceEvent, SinkConsumer};
 use crate::kafka::producer::{Ack, AckTarget};
 use crate::offsets::Submitted;
 use crate::sandbox::bindings::types::{SinkRecord, TopicPartition, TopicPartitionOffset};
-use crate::sandbox::{Fields, PutBatch, SinkTaskInstance};
+use crate::sandbox::{DataRef, Fields, PutBatch, SinkTaskInstance};
 
 /// Everything one sink task runs with.
 pub struct SinkRunner {
@@ -353,7 +353,7 @@ impl SinkRunner {
                      data: &Option<crate::sandbox::bindings::types::Data>| {
             converter
                 .to_kafka(data.as_ref())
-                .unwrap_or_else(|_| data.as_ref().map(|d| crate::convert::raw_bytes(d).to_vec()))
+                .unwrap_or_else(|_| data.as_ref().map(|d| DataRef::from(d).bytes().to_vec()))
         };
         let (key, value) = match raw {
             Some((key, value)) => (key.clone(), value.clone()),
