@@ -143,14 +143,16 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         counter: 0,
     };
     let mut runs = Vec::new();
+    // A million records a run: at 300 000, a run of the worker or the native producer lasted
+    // under half a second, and linger, the first batches and the broker's pauses made its
+    // spread larger than the differences measured (BENCHMARKS.md §000). The sink's start-up
+    // (group join, first fetches) is likewise a small part of a million records' span.
     let (count, reps) = if options.smoke {
         (2_000, 1)
     } else {
-        (300_000, options.reps)
+        (1_000_000, options.reps)
     };
-    // The sink copies faster than the source produces; more records keep its start-up (group
-    // join, first fetches) a small part of the measured span.
-    let sink_count = if options.smoke { count } else { 1_000_000 };
+    let sink_count = count;
 
     // Cold start first: it also fills the compile cache the warm runs start from.
     let startup_count = if options.smoke { 10 } else { 100 };

@@ -67,9 +67,10 @@ pub(super) fn view_source(
     }
     // Sized up front: collecting `Result`s would grow the vector by doubling, copying it.
     let mut records = Vec::with_capacity(n);
+    let mut last_partition = None;
     for i in 0..n {
         let record = reader
-            .record_ref(batch, i)
+            .record_ref(batch, i, &mut last_partition)
             .map_err(|problem| format!("record {i} of the batch: {problem}"))?;
         records.push(record);
     }
@@ -202,6 +203,9 @@ impl<'a> Reader<'a> {
     fn header_refs(&self, ranges: &HeaderRanges, i: usize) -> Result<Vec<HeaderRef<'a>>, String> {
         let (first, count) = (ranges.first[i], ranges.count[i]);
         let start = first as usize;
+        if count == 0 && start <= self.headers.len() {
+            return Ok(Vec::new());
+        }
         let entries = start
             .checked_add(count as usize)
             .and_then(|end| self.headers.get(start..end))
@@ -226,7 +230,14 @@ impl<'a> Reader<'a> {
     }
 
     /// Record `i` of `batch`, whose per-record lists all have more than `i` entries.
-    fn record_ref(&self, batch: &'a SourceBatch, i: usize) -> Result<RecordRef<'a>, String> {
+    /// Record `i`. `last_partition` remembers the last source partition span checked: the SDK
+    /// stores a repeated partition once, so consecutive records mostly share the span.
+    fn record_ref(
+        &self,
+        batch: &'a SourceBatch,
+        i: usize,
+        last_partition: &mut Option<((u32, u32), &'a str)>,
+    ) -> Result<RecordRef<'a>, String> {
         let topic = match usize::try_from(batch.topic[i]) {
             Err(_) => None,
             Ok(index) => Some(batch.topics.get(index).map(String::as_str).ok_or_else(|| {
@@ -236,6 +247,10 @@ impl<'a> Reader<'a> {
                 )
             })?),
         };
+        let partition_span = (
+            batch.source_partition.start[i],
+            batch.source_partition.len[i],
+        );
         Ok(RecordRef {
             topic,
             partition: Some(batch.partition[i]).filter(|p| *p >= 0),
@@ -243,7 +258,14 @@ impl<'a> Reader<'a> {
             value: self.data_ref(&batch.value, i, "value")?,
             headers: self.header_refs(&batch.header_ranges, i)?,
             timestamp: Some(batch.timestamp[i]).filter(|t| *t >= 0),
-            source_partition: self.column_text(&batch.source_partition, i, "source partition")?,
+            source_partition: match *last_partition {
+                Some((span, text)) if span == partition_span => text,
+                _ => {
+                    let text = self.column_text(&batch.source_partition, i, "source partition")?;
+                    *last_partition = Some((partition_span, text));
+                    text
+                }
+            },
             source_offset: self.column_text(&batch.source_offset, i, "source offset")?,
         })
     }
