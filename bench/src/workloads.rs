@@ -276,6 +276,7 @@ impl Suite {
             tasks,
             value_size: VALUE_SIZE,
         };
+        settle();
         let mut running = self.env.start(system, &job, &dir, &data)?;
         let done = wait_for(&mut running, || {
             kafka::wait_for_records(
@@ -336,6 +337,7 @@ impl Suite {
             count,
             file: &file,
         };
+        settle();
         let mut running = self.env.start(system, &job, &dir, &data)?;
         // Up to 90 % of the bytes: `file-sink` writes its last buffer at the worker's next flush
         // (every second), the native consumer when it exits; that wait is not throughput.
@@ -390,6 +392,7 @@ impl Suite {
             count,
             file: &file,
         };
+        settle();
         let mut running = self.env.start(System::NoOpPlugin, &job, &dir, &data)?;
         let outcome = self.count_sink_records(&mut running, &dir, count).await;
         let peak = running.peak_rss_kib();
@@ -562,6 +565,17 @@ fn wait_for(running: &mut Running, mut done: impl FnMut() -> bool) -> Result<boo
         std::thread::sleep(Duration::from_millis(5));
     }
     Ok(false)
+}
+
+/// Write back what earlier runs left in the page cache before a run starts. The broker's
+/// writes pile up (a million records a run, some 4 GB over the suite) until the kernel starts
+/// writing them back, and then the writeback competes with whichever run is measured: in one
+/// suite every sink system but Kafka Connect ran about 30 % slower than in the run before,
+/// once the source runs had grown from 300 000 to 1 000 000 records.
+fn settle() {
+    if let Err(e) = std::process::Command::new("sync").status() {
+        eprintln!("sync before a run: {e}");
+    }
 }
 
 /// End a run: the native baseline exits by itself; the workers are killed.
