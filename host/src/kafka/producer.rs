@@ -175,8 +175,6 @@ pub struct Outgoing<'a> {
 /// A record for [`Producer::send_batch`]. It has no headers and no timestamp of its own:
 /// librdkafka's batch call takes neither (such records go through [`Producer::send`]).
 pub struct Queued<'a> {
-    /// The caller's number for the record, for its error messages.
-    pub index: usize,
     pub partition: Option<i32>,
     pub key: Option<Cow<'a, [u8]>>,
     pub value: Option<Cow<'a, [u8]>>,
@@ -355,13 +353,7 @@ impl Producer {
                 offset: 0,
                 _private: target.cast(),
             });
-            parts.push((
-                record.index,
-                record.partition,
-                record.key,
-                record.value,
-                target,
-            ));
+            parts.push((record.partition, record.key, record.value, target));
         }
         let count = i32::try_from(messages.len()).unwrap_or(i32::MAX);
         // SAFETY: `messages` holds `count` initialised messages whose key and payload point
@@ -377,7 +369,7 @@ impl Producer {
             );
         }
         let mut full = Vec::new();
-        for (i, (message, (index, partition, key, value, target))) in
+        for (i, (message, (partition, key, value, target))) in
             messages.iter().zip(parts).enumerate()
         {
             let err = if i < count as usize {
@@ -391,7 +383,6 @@ impl Producer {
             // SAFETY: librdkafka did not take this record, so its target is still ours.
             let target = unsafe { Box::from_raw(target) };
             let record = Queued {
-                index,
                 partition,
                 key,
                 value,

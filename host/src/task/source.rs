@@ -293,7 +293,7 @@ impl SourceRunner {
             dlq: false,
         };
         let outcome = self
-            .deliver(state, index, record, topic, bytes, target, queued)
+            .deliver(state, record, topic, bytes, target, queued)
             .await;
         if outcome.is_err() {
             // Failing the task: this record will never be acknowledged.
@@ -355,11 +355,9 @@ impl SourceRunner {
 
     /// Check, convert and send a submitted record; a bad record goes to error handling (its
     /// source position is looked up in `tracker` only then, and its fields copied).
-    #[allow(clippy::too_many_arguments)]
     async fn deliver<'b>(
         &mut self,
         state: &mut Loop,
-        index: usize,
         record: &RecordRef<'b>,
         topic: &str,
         bytes: usize,
@@ -434,7 +432,6 @@ impl SourceRunner {
         };
         if record.headers.is_empty() && record.timestamp.is_none() {
             queued.push(Queued {
-                index,
                 partition: record.partition,
                 key,
                 value,
