@@ -4,8 +4,13 @@ use std::cell::RefCell;
 use std::marker::PhantomData;
 
 use crate::bindings::{batch, sink, source, wit};
-use crate::packed;
-use crate::{Config, Connector, SinkConnector, SinkRecords, SinkTask, SourceConnector, SourceTask};
+use crate::{
+    Config, Connector, SinkConnector, SinkRecords, SinkTask, SourceBatch, SourceConnector,
+    SourceTask,
+};
+
+/// The most records a poll's batch reserves room for up front (the lists grow past it).
+const MAX_PREALLOCATED: u32 = 10_000;
 
 /// Exports a [`SourceConnector`] as the `source-connector` world.
 pub struct SourcePlugin<C>(PhantomData<C>);
@@ -72,8 +77,9 @@ impl<T: SourceTask> source_task::GuestSourceTask for TaskCell<T> {
         Ok(source_task::Handle::new(TaskCell(RefCell::new(task))))
     }
     fn poll(&self, max_records: u32) -> WitResult<batch::SourceBatch> {
-        let records = self.0.borrow_mut().poll(max_records)?;
-        Ok(packed::pack_source(&records)?)
+        let mut batch = SourceBatch::with_capacity(max_records.min(MAX_PREALLOCATED) as usize);
+        self.0.borrow_mut().poll_into(max_records, &mut batch)?;
+        Ok(batch.finish())
     }
     fn commit(&self, positions: Vec<wit::SourcePosition>) -> WitResult<()> {
         Ok(self.0.borrow_mut().commit(positions)?)

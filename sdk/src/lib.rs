@@ -14,6 +14,7 @@ mod host;
 mod packed;
 mod record;
 mod sink_records;
+mod source_batch;
 mod spec;
 mod traits;
 
@@ -25,6 +26,7 @@ pub use record::{
     TopicPartitionOffset,
 };
 pub use sink_records::{DataRef, HeaderRef, SinkRecordRef, SinkRecords};
+pub use source_batch::{SourceBatch, SourceRecordRef};
 pub use spec::{ConfigDef, ConfigType, Importance, Spec};
 pub use traits::{Connector, SinkConnector, SinkTask, SourceConnector, SourceTask};
 

@@ -43,6 +43,16 @@ impl<'a> DataRef<'a> {
     }
 }
 
+impl<'a> From<&'a Data> for DataRef<'a> {
+    fn from(data: &'a Data) -> Self {
+        match data {
+            Data::Bytes(b) => DataRef::Bytes(b),
+            Data::Text(s) => DataRef::Text(s),
+            Data::Json(s) => DataRef::Json(s),
+        }
+    }
+}
+
 /// A header, borrowed from the batch; `value` `None` is a null header value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeaderRef<'a> {
@@ -94,8 +104,8 @@ impl SinkRecords {
             batch.partition.push(record.partition);
             batch.offset.push(record.offset);
             batch.timestamp.push(record.timestamp.unwrap_or(-1));
-            data.data(record.key.as_ref(), &mut batch.key)?;
-            data.data(record.value.as_ref(), &mut batch.value)?;
+            data.data(record.key.as_ref().map(DataRef::from), &mut batch.key)?;
+            data.data(record.value.as_ref().map(DataRef::from), &mut batch.value)?;
             data.headers(
                 &record.headers,
                 &mut batch.headers,

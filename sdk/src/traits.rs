@@ -1,8 +1,8 @@
 //! The traits a plugin implements: one connector plus its task type.
 
 use crate::{
-    Config, ConfigError, RecordFailure, Result, SinkRecords, SourcePosition, SourceRecord, Spec,
-    TopicPartition, TopicPartitionOffset,
+    Config, ConfigError, Error, RecordFailure, Result, SinkRecords, SourceBatch, SourcePosition,
+    SourceRecord, Spec, TopicPartition, TopicPartitionOffset,
 };
 
 /// What every connector does: describe itself and split its job into task configs.
@@ -41,8 +41,27 @@ pub trait SourceTask: Sized + 'static {
     fn create(config: Config) -> Result<Self>;
 
     /// Return up to `max_records` new records; an empty vector when there is nothing right now.
-    /// Return promptly: the call runs under a CPU deadline.
-    fn poll(&mut self, max_records: u32) -> Result<Vec<SourceRecord>>;
+    /// Return promptly: the call runs under a CPU deadline. Implement this or
+    /// [`SourceTask::poll_into`].
+    fn poll(&mut self, max_records: u32) -> Result<Vec<SourceRecord>> {
+        let _ = max_records;
+        Err(Error::fatal(
+            "the plugin's SourceTask implements neither `poll` nor `poll_into`; implement one of them",
+        ))
+    }
+
+    /// Add up to `max_records` new records to `batch`, which the worker reads as they are
+    /// packed; add none when there is nothing right now. The same as [`SourceTask::poll`]
+    /// (which the default calls), without an owned [`SourceRecord`] per record: fill it with
+    /// [`SourceBatch::push_ref`] from borrowed fields and a task allocates nothing per record.
+    /// On an error the records added are dropped, as if none had been returned, so a task
+    /// that returns a retriable error must be able to produce them again.
+    fn poll_into(&mut self, max_records: u32, batch: &mut SourceBatch) -> Result<()> {
+        for record in self.poll(max_records)? {
+            batch.push(&record)?;
+        }
+        Ok(())
+    }
 
     /// These offsets are durably recorded by the worker (the records up to them are in Kafka).
     fn commit(&mut self, positions: Vec<SourcePosition>) -> Result<()> {
@@ -91,4 +110,37 @@ pub trait SinkTask: Sized + 'static {
 
     /// The task is being stopped (after a final `flush`); no further calls follow.
     fn stop(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Data, json};
+
+    struct Owned;
+    impl SourceTask for Owned {
+        fn create(_: Config) -> Result<Self> {
+            Ok(Owned)
+        }
+        fn poll(&mut self, max_records: u32) -> Result<Vec<SourceRecord>> {
+            let record = SourceRecord::new(&json!({}), &json!({}), Data::Text("x".into()));
+            Ok(vec![record; max_records as usize])
+        }
+    }
+
+    struct Neither;
+    impl SourceTask for Neither {
+        fn create(_: Config) -> Result<Self> {
+            Ok(Neither)
+        }
+    }
+
+    #[test]
+    fn poll_into_defaults_to_poll_and_a_task_must_implement_one() {
+        let mut batch = SourceBatch::with_capacity(0);
+        Owned.poll_into(3, &mut batch).unwrap();
+        assert_eq!(batch.len(), 3);
+        let err = Neither.poll_into(3, &mut batch).unwrap_err().to_string();
+        assert!(err.contains("neither `poll` nor `poll_into`"), "{err}");
+    }
 }

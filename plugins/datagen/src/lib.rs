@@ -10,8 +10,8 @@
 use std::time::Instant;
 
 use wasm_connect_sdk::{
-    Config, ConfigDef, ConfigError, ConfigType, Connector, Data, Result, SourceConnector,
-    SourceRecord, SourceTask, Spec, export_source_connector, json,
+    Config, ConfigDef, ConfigError, ConfigType, Connector, DataRef, Result, SourceBatch,
+    SourceConnector, SourceRecordRef, SourceTask, Spec, export_source_connector, json,
 };
 
 const TASK_INDEX: &str = "datagen.task.index";
@@ -181,7 +181,7 @@ impl SourceTask for DatagenTask {
         })
     }
 
-    fn poll(&mut self, max_records: u32) -> Result<Vec<SourceRecord>> {
+    fn poll_into(&mut self, max_records: u32, batch: &mut SourceBatch) -> Result<()> {
         let mut n = u64::from(max_records);
         if let Some(quota) = self.quota {
             n = n.min(quota.saturating_sub(self.next_seq));
@@ -190,57 +190,56 @@ impl SourceTask for DatagenTask {
             let due = (self.started.elapsed().as_secs_f64() * self.rate) as u64;
             n = n.min(due.saturating_sub(self.generated_since_start));
         }
-        let records = (0..n).map(|_| self.generate()).collect();
-        Ok(records)
-    }
-}
-
-impl DatagenTask {
-    fn generate(&mut self) -> SourceRecord {
-        let seq = self.next_seq;
-        let id = seq * self.tasks + self.index;
-        self.next_seq += 1;
-        self.generated_since_start += 1;
-        let value = value_json(
-            id,
-            self.index,
-            seq,
-            self.settings.seed,
-            self.settings.value_size,
-        );
-        // Built field by field rather than with `SourceRecord::new` and `json!`: this runs per
-        // record, and in wasm the formatting machinery is most of the cost of a small record.
+        // Each record is built in these buffers and copied into the batch: this runs per
+        // record, and in wasm an allocation per field cost more than generating the value.
+        let mut value = String::with_capacity(self.settings.value_size.max(80));
         let mut offset = String::with_capacity(32);
-        offset.push_str("{\"seq\":");
-        push_decimal(&mut offset, seq);
-        offset.push('}');
-        let key = self.settings.sequence_keys.then(|| {
-            let mut key = String::with_capacity(20);
-            push_decimal(&mut key, id);
-            Data::Text(key)
-        });
-        SourceRecord {
-            topic: None,
-            partition: None,
-            key,
-            value: Some(Data::Json(value)),
-            headers: Vec::new(),
-            timestamp: None,
-            source_partition: self.partition.clone(),
-            source_offset: offset,
+        let mut key = String::with_capacity(20);
+        for _ in 0..n {
+            let seq = self.next_seq;
+            let id = seq * self.tasks + self.index;
+            value.clear();
+            write_value_json(
+                &mut value,
+                id,
+                self.index,
+                seq,
+                self.settings.seed,
+                self.settings.value_size,
+            );
+            offset.clear();
+            offset.push_str("{\"seq\":");
+            push_decimal(&mut offset, seq);
+            offset.push('}');
+            let mut record = SourceRecordRef::new(&self.partition, &offset, DataRef::Json(&value));
+            if self.settings.sequence_keys {
+                key.clear();
+                push_decimal(&mut key, id);
+                record = record.with_key(DataRef::Text(&key));
+            }
+            batch.push_ref(record)?;
+            self.next_seq += 1;
+            self.generated_since_start += 1;
         }
+        Ok(())
     }
 }
 
 /// The JSON value of record `id`, padded with generated characters to about `size` bytes.
 pub fn value_json(id: u64, task: u64, seq: u64, seed: u64, size: usize) -> String {
     let mut value = String::with_capacity(size.max(80));
+    write_value_json(&mut value, id, task, seq, seed, size);
+    value
+}
+
+/// [`value_json`], appended to `value`, which is empty.
+fn write_value_json(value: &mut String, id: u64, task: u64, seq: u64, seed: u64, size: usize) {
     value.push_str("{\"id\":");
-    push_decimal(&mut value, id);
+    push_decimal(value, id);
     value.push_str(",\"task\":");
-    push_decimal(&mut value, task);
+    push_decimal(value, task);
     value.push_str(",\"seq\":");
-    push_decimal(&mut value, seq);
+    push_decimal(value, seq);
     value.push_str(",\"payload\":\"");
     // Mix the id first: nearby ids must not give overlapping generator streams.
     let mut mixed = id;
@@ -256,7 +255,6 @@ pub fn value_json(id: u64, task: u64, seq: u64, seed: u64, size: usize) -> Strin
         }
     }
     value.push_str("\"}");
-    value
 }
 
 /// Append `n` in decimal (what `{n}` formats to, without the formatting machinery).

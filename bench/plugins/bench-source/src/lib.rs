@@ -1,10 +1,10 @@
-//! Benchmark plugin: `poll` returns `max_records` copies of one prepared record whose value is
+//! Benchmark plugin: `poll_into` adds `max_records` copies of one prepared record whose value is
 //! `record.size` bytes, so a benchmark of the host↔guest boundary measures lifting the results
 //! rather than generating them.
 
 use wasm_connect_sdk::{
-    Config, ConfigDef, ConfigType, Connector, Data, Result, SourceConnector, SourceRecord,
-    SourceTask, Spec, export_source_connector, json,
+    Config, ConfigDef, ConfigType, Connector, Data, Result, SourceBatch, SourceConnector,
+    SourceRecord, SourceTask, Spec, export_source_connector, json,
 };
 
 pub struct BenchSource;
@@ -61,8 +61,11 @@ impl SourceTask for Task {
         Ok(Task { record })
     }
 
-    fn poll(&mut self, max_records: u32) -> Result<Vec<SourceRecord>> {
-        Ok((0..max_records).map(|_| self.record.clone()).collect())
+    fn poll_into(&mut self, max_records: u32, batch: &mut SourceBatch) -> Result<()> {
+        for _ in 0..max_records {
+            batch.push(&self.record)?;
+        }
+        Ok(())
     }
 }
 
