@@ -7,7 +7,7 @@
 //! wasm-connect-bench run [--smoke] [--reps N] [--worker PATH] [--connect-libs DIR]
 //!                        [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap ADDR]
 //!                        [--only startup,source,sink,density]
-//! wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE
+//! wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC]
 //! wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE
 //! ```
 //!
@@ -124,7 +124,7 @@ usage:
   wasm-connect-bench run [--smoke] [--reps N] [--worker PATH] [--connect-libs DIR]
                          [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap HOST:PORT]
                          [--only startup,source,sink,density]
-  wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE
+  wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC]
   wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE
 
 --bootstrap defaults to $WASM_CONNECT_BENCH_BOOTSTRAP, else the test broker of scripts/kafka.
@@ -155,7 +155,14 @@ fn main() -> Result<()> {
             report::write(&options, &results)
         }
         Some("native-source") => {
-            native::source(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?)
+            let warm_up = args.get(5).map(String::as_str);
+            native::source(
+                arg(1)?,
+                arg(2)?,
+                arg(3)?.parse()?,
+                arg(4)?.parse()?,
+                warm_up,
+            )
         }
         Some("native-sink") => native::sink(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?),
         _ => bail!("{USAGE}"),

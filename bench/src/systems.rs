@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+use crate::kafka;
 use crate::measure::{now_ms, status_kib};
 
 /// Which system.
@@ -296,6 +297,14 @@ impl Env {
         Running::spawn(command, dir.join("wasm-connect.log"))
     }
 
+    /// Create what `start` needs for `system` before it runs `job`.
+    pub async fn prepare(&self, system: System, job: &Job<'_>) -> Result<()> {
+        if let (System::Native, Job::Source { topic, .. }) = (system, job) {
+            kafka::create_topic(&self.bootstrap, &warm_up_topic(topic)).await?;
+        }
+        Ok(())
+    }
+
     fn start_native(&self, job: &Job<'_>, dir: &Path) -> Result<Running> {
         let mut command = Command::new(std::env::current_exe()?);
         match job {
@@ -310,6 +319,7 @@ impl Env {
                 topic,
                 &count.to_string(),
                 &value_size.to_string(),
+                &warm_up_topic(topic),
             ]),
             Job::Sink { topic, count, file } => command.args([
                 "native-sink",
@@ -407,4 +417,9 @@ impl Env {
             log,
         })
     }
+}
+
+/// Where the native source sends its warm-up record (`native::warm`) before a run to `topic`.
+fn warm_up_topic(topic: &str) -> String {
+    format!("{topic}-warm-up")
 }

@@ -276,6 +276,7 @@ impl Suite {
             tasks,
             value_size: VALUE_SIZE,
         };
+        self.env.prepare(system, &job).await?;
         settle();
         let mut running = self.env.start(system, &job, &dir, &data)?;
         let done = wait_for(&mut running, || {
