@@ -9,8 +9,12 @@ use crate::{
     SourceTask,
 };
 
-/// The most records a poll's batch reserves room for up front (the lists grow past it).
-const MAX_PREALLOCATED: u32 = 10_000;
+/// The most records a poll's batch reserves room for up front; its lists grow past it. Kept
+/// small because a source that returns few records (most polls of a slow source) would
+/// otherwise make each of a batch's twelve lists a large allocation, whose boundary tags dirty
+/// pages of guest memory: with room for 2 000 records, 1 000 idle `datagen` tasks took
+/// 209 MiB instead of 147 MiB.
+const MAX_PREALLOCATED: u32 = 64;
 
 /// Exports a [`SourceConnector`] as the `source-connector` world.
 pub struct SourcePlugin<C>(PhantomData<C>);
