@@ -2,6 +2,7 @@
 //! the task that sent each record), consumers for sink tasks, and topic creation.
 
 pub mod consumer;
+pub mod delivery;
 pub mod headers;
 pub mod producer;
 pub mod topics;

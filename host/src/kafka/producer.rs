@@ -18,6 +18,7 @@ use rdkafka::producer::{BaseRecord, Producer as _, ProducerContext, ThreadedProd
 use tokio::sync::mpsc;
 
 use super::TracingContext;
+use super::delivery::{Batch, Target};
 use crate::offsets::Submitted;
 
 /// Where a record's delivery report goes.
@@ -97,9 +98,9 @@ impl ClientContext for AckRouter {
 }
 
 impl ProducerContext for AckRouter {
-    type DeliveryOpaque = Box<AckTarget>;
+    type DeliveryOpaque = Target;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, target: Box<AckTarget>) {
+    fn delivery(&self, result: &DeliveryResult<'_>, target: Target) {
         let error = match result {
             Ok(_) => None,
             Err((e, message)) => Some(Box::new(DeliveryError {
@@ -121,13 +122,7 @@ impl ProducerContext for AckRouter {
                 }),
             })),
         };
-        // A task that already ended has dropped its receiver; nothing to tell it.
-        let _ = target.tx.send(Ack {
-            record: target.record,
-            bytes: target.bytes,
-            dlq: target.dlq,
-            error,
-        });
+        target.report(error);
     }
 }
 
@@ -178,7 +173,9 @@ pub struct Queued<'a> {
     pub partition: Option<i32>,
     pub key: Option<Cow<'a, [u8]>>,
     pub value: Option<Cow<'a, [u8]>>,
-    pub target: Box<AckTarget>,
+    /// What its delivery report carries back.
+    pub record: Submitted,
+    pub bytes: usize,
 }
 
 /// librdkafka's `RD_KAFKA_PARTITION_UA`: let the partitioner choose.
@@ -238,7 +235,7 @@ impl Producer {
         record: Outgoing<'_>,
         target: AckTarget,
     ) -> Result<(), (SendError, AckTarget)> {
-        let mut base = BaseRecord::with_opaque_to(record.topic, Box::new(target));
+        let mut base = BaseRecord::with_opaque_to(record.topic, Target::Single(Box::new(target)));
         if let Some(p) = record.partition {
             base = base.partition(p);
         }
@@ -266,7 +263,10 @@ impl Producer {
                         message: format!("cannot send to topic {}: {e}", record.topic),
                         rejects_record: rejects_record(&e),
                     };
-                    return Err((error, *back.delivery_opaque));
+                    let Target::Single(target) = back.delivery_opaque else {
+                        unreachable!("a record sent on its own carries its own target")
+                    };
+                    return Err((error, *target));
                 }
             }
         }
@@ -298,8 +298,8 @@ impl Producer {
         })
     }
 
-    /// Queue `records` for `topic` with one call into librdkafka per attempt, in order; each
-    /// record's delivery report goes to its target. Waits (asynchronously) while the client's
+    /// Queue `records` for `topic` with one call into librdkafka per attempt, in order; their
+    /// delivery reports go to `acks`. Waits (asynchronously) while the client's
     /// local queue is full. The records the client refused come back with their errors, in
     /// order.
     ///
@@ -310,10 +310,11 @@ impl Producer {
         &self,
         topic: &Topic,
         mut records: Vec<Queued<'a>>,
+        acks: &mpsc::UnboundedSender<Ack>,
     ) -> Vec<(SendError, Queued<'a>)> {
         let mut refused = Vec::new();
         while !records.is_empty() {
-            let full = self.enqueue(topic, records, &mut refused);
+            let full = self.enqueue(topic, records, acks, &mut refused);
             records = full;
             if !records.is_empty() {
                 tokio::time::sleep(Duration::from_millis(2)).await;
@@ -328,36 +329,38 @@ impl Producer {
         &self,
         topic: &Topic,
         records: Vec<Queued<'a>>,
+        acks: &mpsc::UnboundedSender<Ack>,
         refused: &mut Vec<(SendError, Queued<'a>)>,
     ) -> Vec<Queued<'a>> {
         let bytes = |data: &Option<Cow<'_, [u8]>>| match data {
             Some(d) => (d.as_ptr().cast_mut().cast(), d.len()),
             None => (ptr::null_mut(), 0),
         };
-        // The targets go to librdkafka as raw pointers: from the call on it owns those of the
-        // records it took and hands them to `AckRouter::delivery`.
-        let mut parts = Vec::with_capacity(records.len());
-        let mut messages = Vec::with_capacity(records.len());
-        for record in records {
-            let (payload, len) = bytes(&record.value);
-            let (key, key_len) = bytes(&record.key);
-            let target = Box::into_raw(record.target);
-            messages.push(rdsys::rd_kafka_message_t {
-                err: rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR,
-                rkt: ptr::null_mut(),
-                partition: record.partition.unwrap_or(PARTITION_UA),
-                payload,
-                len,
-                key,
-                key_len,
-                offset: 0,
-                _private: target.cast(),
-            });
-            parts.push((record.partition, record.key, record.value, target));
-        }
+        // From the call on librdkafka owns the targets of the records it took, and hands each
+        // to `AckRouter::delivery` once.
+        let targets = Batch::new(acks, records.iter().map(|r| (r.record, r.bytes)));
+        let mut messages: Vec<_> = records
+            .iter()
+            .enumerate()
+            .map(|(i, record)| {
+                let (payload, len) = bytes(&record.value);
+                let (key, key_len) = bytes(&record.key);
+                rdsys::rd_kafka_message_t {
+                    err: rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR,
+                    rkt: ptr::null_mut(),
+                    partition: record.partition.unwrap_or(PARTITION_UA),
+                    payload,
+                    len,
+                    key,
+                    key_len,
+                    offset: 0,
+                    _private: targets.opaque(i),
+                }
+            })
+            .collect();
         let count = i32::try_from(messages.len()).unwrap_or(i32::MAX);
         // SAFETY: `messages` holds `count` initialised messages whose key and payload point
-        // into `parts`, alive until after the call; librdkafka copies them (`F_COPY`) and
+        // into `records`, alive until after the call; librdkafka copies them (`F_COPY`) and
         // writes only each message's `err`.
         unsafe {
             rdsys::rd_kafka_produce_batch(
@@ -369,9 +372,8 @@ impl Producer {
             );
         }
         let mut full = Vec::new();
-        for (i, (message, (partition, key, value, target))) in
-            messages.iter().zip(parts).enumerate()
-        {
+        let mut not_taken = 0;
+        for (i, (message, record)) in messages.iter().zip(records).enumerate() {
             let err = if i < count as usize {
                 message.err
             } else {
@@ -380,14 +382,7 @@ impl Producer {
             if err == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
                 continue;
             }
-            // SAFETY: librdkafka did not take this record, so its target is still ours.
-            let target = unsafe { Box::from_raw(target) };
-            let record = Queued {
-                partition,
-                key,
-                value,
-                target,
-            };
+            not_taken += 1;
             let code = RDKafkaErrorCode::from(err);
             if code == RDKafkaErrorCode::QueueFull {
                 full.push(record);
@@ -400,6 +395,7 @@ impl Producer {
                 refused.push((error, record));
             }
         }
+        targets.hand_over(not_taken);
         full
     }
 

@@ -286,14 +286,8 @@ impl SourceRunner {
             .map_or("", |(_, c)| c.as_str());
         let submitted = state.tracker.submit(partition, record.source_offset);
         state.in_flight_bytes += bytes;
-        let target = AckTarget {
-            tx: state.acks_tx.clone(),
-            record: submitted,
-            bytes,
-            dlq: false,
-        };
         let outcome = self
-            .deliver(state, record, topic, bytes, target, queued)
+            .deliver(state, record, topic, submitted, bytes, queued)
             .await;
         if outcome.is_err() {
             // Failing the task: this record will never be acknowledged.
@@ -320,7 +314,7 @@ impl SourceRunner {
         };
         let refused = self
             .producer
-            .send_batch(&topic, std::mem::take(queued))
+            .send_batch(&topic, std::mem::take(queued), &state.acks_tx)
             .await;
         let mut unhandled = refused.len();
         let mut outcome = Ok(());
@@ -336,10 +330,16 @@ impl SourceRunner {
                 key: record.key.map(Cow::into_owned),
                 value: record.value.map(Cow::into_owned),
                 timestamp: None,
-                source_position: state.tracker.position(record.target.record),
+                source_position: state.tracker.position(record.record),
                 ..Default::default()
             };
-            if let Err(failure) = self.errors.report(error, failed, *record.target).await {
+            let target = AckTarget {
+                tx: state.acks_tx.clone(),
+                record: record.record,
+                bytes: record.bytes,
+                dlq: false,
+            };
+            if let Err(failure) = self.errors.report(error, failed, target).await {
                 outcome = Err(failure);
                 break;
             }
@@ -354,32 +354,39 @@ impl SourceRunner {
     }
 
     /// Check, convert and send a submitted record; a bad record goes to error handling (its
-    /// source position is looked up in `tracker` only then, and its fields copied).
+    /// source position is looked up in `tracker` only then, and its fields copied). A record
+    /// sent on its own or to error handling gets an [`AckTarget`] of its own; a queued one
+    /// shares its batch's (see `kafka::delivery`).
     async fn deliver<'b>(
         &mut self,
         state: &mut Loop,
         record: &RecordRef<'b>,
         topic: &str,
+        submitted: Submitted,
         bytes: usize,
-        ack: AckTarget,
         queued: &mut Vec<Queued<'b>>,
     ) -> Result<(), Failure> {
+        let target = |state: &Loop| AckTarget {
+            tx: state.acks_tx.clone(),
+            record: submitted,
+            bytes,
+            dlq: false,
+        };
         // What a dead-letter record carries: the key and value as far as conversion got.
-        let failed = |key: Option<Vec<u8>>,
-                      value: Option<Vec<u8>>,
-                      ack: &AckTarget,
-                      tracker: &SubmittedRecords| FailedRecord {
-            topic: topic.to_owned(),
-            key,
-            value,
-            headers: record
-                .headers
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), v.map(<[u8]>::to_vec)))
-                .collect(),
-            timestamp: record.timestamp,
-            source_position: tracker.position(ack.record),
-            ..Default::default()
+        let failed = |key: Option<Vec<u8>>, value: Option<Vec<u8>>, tracker: &SubmittedRecords| {
+            FailedRecord {
+                topic: topic.to_owned(),
+                key,
+                value,
+                headers: record
+                    .headers
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.map(<[u8]>::to_vec)))
+                    .collect(),
+                timestamp: record.timestamp,
+                source_position: tracker.position(submitted),
+                ..Default::default()
+            }
         };
         let raw = |data: Option<DataRef<'_>>| data.map(|d| d.bytes().to_vec());
         if bytes > self.settings.record_max_bytes {
@@ -394,8 +401,12 @@ impl SourceRunner {
             );
             // Records queued before this one go first, to keep their order.
             self.send_queued(state, queued).await?;
-            let failed = failed(raw(record.key), raw(record.value), &ack, &state.tracker);
-            return self.errors.report(error, failed, ack).await.map(drop);
+            let failed = failed(raw(record.key), raw(record.value), &state.tracker);
+            return self
+                .errors
+                .report(error, failed, target(state))
+                .await
+                .map(drop);
         }
         let key = match self.key_converter.to_kafka_ref(record.key) {
             Ok(key) => key,
@@ -407,8 +418,12 @@ impl SourceRunner {
                     format!("the key converter failed: {e}"),
                 );
                 self.send_queued(state, queued).await?;
-                let failed = failed(raw(record.key), raw(record.value), &ack, &state.tracker);
-                return self.errors.report(error, failed, ack).await.map(drop);
+                let failed = failed(raw(record.key), raw(record.value), &state.tracker);
+                return self
+                    .errors
+                    .report(error, failed, target(state))
+                    .await
+                    .map(drop);
             }
         };
         let value = match self.value_converter.to_kafka_ref(record.value) {
@@ -421,13 +436,12 @@ impl SourceRunner {
                     format!("the value converter failed: {e}"),
                 );
                 self.send_queued(state, queued).await?;
-                let failed = failed(
-                    key.map(Cow::into_owned),
-                    raw(record.value),
-                    &ack,
-                    &state.tracker,
-                );
-                return self.errors.report(error, failed, ack).await.map(drop);
+                let failed = failed(key.map(Cow::into_owned), raw(record.value), &state.tracker);
+                return self
+                    .errors
+                    .report(error, failed, target(state))
+                    .await
+                    .map(drop);
             }
         };
         if record.headers.is_empty() && record.timestamp.is_none() {
@@ -435,7 +449,8 @@ impl SourceRunner {
                 partition: record.partition,
                 key,
                 value,
-                target: Box::new(ack),
+                record: submitted,
+                bytes,
             });
             return Ok(());
         }
@@ -457,7 +472,7 @@ impl SourceRunner {
                     headers,
                     timestamp: record.timestamp,
                 },
-                ack,
+                target(state),
             )
             .await;
         match sent {
@@ -468,7 +483,6 @@ impl SourceRunner {
                 let failed = failed(
                     key.map(Cow::into_owned),
                     value.map(Cow::into_owned),
-                    &ack,
                     &state.tracker,
                 );
                 self.errors.report(error, failed, ack).await.map(drop)
