@@ -399,14 +399,10 @@ impl SourceRunner {
                     self.settings.record_max_bytes
                 ),
             );
-            // Records queued before this one go first, to keep their order.
-            self.send_queued(state, queued).await?;
             let failed = failed(raw(record.key), raw(record.value), &state.tracker);
             return self
-                .errors
-                .report(error, failed, target(state))
-                .await
-                .map(drop);
+                .reject(state, queued, error, failed, target(state))
+                .await;
         }
         let key = match self.key_converter.to_kafka_ref(record.key) {
             Ok(key) => key,
@@ -417,13 +413,10 @@ impl SourceRunner {
                     "ConversionError",
                     format!("the key converter failed: {e}"),
                 );
-                self.send_queued(state, queued).await?;
                 let failed = failed(raw(record.key), raw(record.value), &state.tracker);
                 return self
-                    .errors
-                    .report(error, failed, target(state))
-                    .await
-                    .map(drop);
+                    .reject(state, queued, error, failed, target(state))
+                    .await;
             }
         };
         let value = match self.value_converter.to_kafka_ref(record.value) {
@@ -435,13 +428,10 @@ impl SourceRunner {
                     "ConversionError",
                     format!("the value converter failed: {e}"),
                 );
-                self.send_queued(state, queued).await?;
                 let failed = failed(key.map(Cow::into_owned), raw(record.value), &state.tracker);
                 return self
-                    .errors
-                    .report(error, failed, target(state))
-                    .await
-                    .map(drop);
+                    .reject(state, queued, error, failed, target(state))
+                    .await;
             }
         };
         if record.headers.is_empty() && record.timestamp.is_none() {
@@ -489,6 +479,20 @@ impl SourceRunner {
             }
             Err((e, _)) => Err(Failure::from(e.message)),
         }
+    }
+
+    /// Hand a record that cannot be sent to error handling, after the records queued before
+    /// it, so records keep their order.
+    async fn reject(
+        &mut self,
+        state: &mut Loop,
+        queued: &mut Vec<Queued<'_>>,
+        error: RecordError,
+        failed: FailedRecord,
+        target: AckTarget,
+    ) -> Result<(), Failure> {
+        self.send_queued(state, queued).await?;
+        self.errors.report(error, failed, target).await.map(drop)
     }
 
     async fn take_acks(&mut self, state: &mut Loop) {
