@@ -68,15 +68,19 @@ impl Target {
                 // SAFETY: a slot comes from `Shared::opaque` for a record librdkafka took; its
                 // batch holds one reference for each such record until its report, so both
                 // are alive here, and this report is that record's only one.
-                let (slot, batch) = unsafe { (&*slot, &*(*slot).batch) };
-                let _ = batch.tx.send(Ack {
-                    record: slot.record,
-                    bytes: slot.bytes,
-                    dlq: false,
-                    error,
-                });
-                // SAFETY: this record's reference is released here, once.
-                unsafe { Shared::release(slot.batch, 1) };
+                let batch = unsafe {
+                    let slot = &*slot;
+                    let _ = (*slot.batch).tx.send(Ack {
+                        record: slot.record,
+                        bytes: slot.bytes,
+                        dlq: false,
+                        error,
+                    });
+                    slot.batch
+                };
+                // SAFETY: this record's reference is released here, once, and neither it nor
+                // its slot is used after.
+                unsafe { Shared::release(batch, 1) };
             }
         }
     }
