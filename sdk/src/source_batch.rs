@@ -60,7 +60,8 @@ impl<'a> SourceRecordRef<'a> {
 }
 
 /// Records for the worker, packed as they are added: what [`crate::SourceTask::poll_into`]
-/// fills. Add at most the `max_records` the call was given.
+/// fills. Add at most the `max_records` the call was given: the worker fails a task that
+/// returns more.
 pub struct SourceBatch {
     data: Writer,
     batch: batch::SourceBatch,
