@@ -230,7 +230,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Record `i` of `batch`, whose per-record lists all have more than `i` entries.
-    /// Record `i`. `last_partition` remembers the last source partition span checked: the SDK
+    /// `last_partition` remembers the last source partition span checked: the SDK
     /// stores a repeated partition once, so consecutive records mostly share the span.
     fn record_ref(
         &self,

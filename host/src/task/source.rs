@@ -100,6 +100,19 @@ struct Loop {
     topic: Option<Topic>,
 }
 
+impl Loop {
+    /// A target of its own for `record`'s delivery report (`bytes` is what it counts in flight):
+    /// for a record sent on its own or handed to error handling.
+    fn target(&self, record: Submitted, bytes: usize) -> AckTarget {
+        AckTarget {
+            tx: self.acks_tx.clone(),
+            record,
+            bytes,
+            dlq: false,
+        }
+    }
+}
+
 impl SourceRunner {
     /// Run until told to stop or the task fails; `Err` carries the failure trace.
     pub async fn run(mut self, mut stop: watch::Receiver<Control>) -> Result<(), Failure> {
@@ -333,12 +346,7 @@ impl SourceRunner {
                 source_position: state.tracker.position(record.record),
                 ..Default::default()
             };
-            let target = AckTarget {
-                tx: state.acks_tx.clone(),
-                record: record.record,
-                bytes: record.bytes,
-                dlq: false,
-            };
+            let target = state.target(record.record, record.bytes);
             if let Err(failure) = self.errors.report(error, failed, target).await {
                 outcome = Err(failure);
                 break;
@@ -366,12 +374,6 @@ impl SourceRunner {
         bytes: usize,
         queued: &mut Vec<Queued<'b>>,
     ) -> Result<(), Failure> {
-        let target = |state: &Loop| AckTarget {
-            tx: state.acks_tx.clone(),
-            record: submitted,
-            bytes,
-            dlq: false,
-        };
         // What a dead-letter record carries: the key and value as far as conversion got.
         let failed = |key: Option<Vec<u8>>, value: Option<Vec<u8>>, tracker: &SubmittedRecords| {
             FailedRecord {
@@ -401,7 +403,7 @@ impl SourceRunner {
             );
             let failed = failed(raw(record.key), raw(record.value), &state.tracker);
             return self
-                .reject(state, queued, error, failed, target(state))
+                .reject(state, queued, error, failed, state.target(submitted, bytes))
                 .await;
         }
         let key = match self.key_converter.to_kafka_ref(record.key) {
@@ -415,7 +417,7 @@ impl SourceRunner {
                 );
                 let failed = failed(raw(record.key), raw(record.value), &state.tracker);
                 return self
-                    .reject(state, queued, error, failed, target(state))
+                    .reject(state, queued, error, failed, state.target(submitted, bytes))
                     .await;
             }
         };
@@ -430,7 +432,7 @@ impl SourceRunner {
                 );
                 let failed = failed(key.map(Cow::into_owned), raw(record.value), &state.tracker);
                 return self
-                    .reject(state, queued, error, failed, target(state))
+                    .reject(state, queued, error, failed, state.target(submitted, bytes))
                     .await;
             }
         };
@@ -462,7 +464,7 @@ impl SourceRunner {
                     headers,
                     timestamp: record.timestamp,
                 },
-                target(state),
+                state.target(submitted, bytes),
             )
             .await;
         match sent {
@@ -554,12 +556,7 @@ impl SourceRunner {
                     source_position: state.tracker.position(ack.record),
                     ..Default::default()
                 };
-                let target = AckTarget {
-                    tx: state.acks_tx.clone(),
-                    record: ack.record,
-                    bytes: 0,
-                    dlq: false,
-                };
+                let target = state.target(ack.record, 0);
                 match self.errors.report(error, failed, target).await {
                     Ok(_) => return,
                     Err(failure) => failure,
