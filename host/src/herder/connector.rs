@@ -19,6 +19,7 @@ use crate::sandbox::{
     ConnectorInstance, Grants, InstanceContext, Limits, SinkTaskInstance, SourceTaskInstance, Tags,
 };
 use crate::task::poll_ahead::PollAhead;
+use crate::task::put_behind::PutBehind;
 use crate::task::sink::SinkRunner;
 use crate::task::source::SourceRunner;
 use crate::task::{ActiveTopics, Control, Failure, RunnerSettings, TaskMetrics, TaskState};
@@ -521,7 +522,7 @@ async fn run_once(
             SinkRunner {
                 connector: name.to_owned(),
                 task: id,
-                instance,
+                instance: PutBehind::spawn(instance),
                 consumer,
                 events,
                 key_converter: prepared.key_converter,

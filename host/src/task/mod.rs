@@ -3,6 +3,7 @@
 //! `sink`: consume → convert → put → flush → commit consumer offsets.
 
 pub mod poll_ahead;
+pub mod put_behind;
 pub mod settings;
 pub mod sink;
 pub mod source;

@@ -96,7 +96,7 @@ impl PendingPoll {
 }
 
 /// The serving task ended without an answer: it panicked (a worker bug, not the plugin's).
-fn gone(function: &'static str) -> CallError {
+pub(super) fn gone(function: &'static str) -> CallError {
     CallError::Lost {
         function,
         message: "its task ended without answering".to_owned(),
@@ -105,7 +105,7 @@ fn gone(function: &'static str) -> CallError {
 
 /// The runtime plugin instances are served on: one thread per core, started on first use; the
 /// caller's runtime if it cannot be built.
-fn runtime() -> Handle {
+pub(super) fn runtime() -> Handle {
     static RUNTIME: OnceLock<Option<Runtime>> = OnceLock::new();
     let built = RUNTIME.get_or_init(|| {
         Builder::new_multi_thread()

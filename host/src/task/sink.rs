@@ -15,10 +15,12 @@ use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
 use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::error::KafkaResult;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 
+use super::put_behind::{PendingPut, PutBehind};
 use super::{
     ActiveTopics, Control, Failure, RunnerSettings, TaskMetrics, TaskState, backoff, control,
     note_topic,
@@ -30,13 +32,14 @@ use crate::kafka::consumer::{RebalanceEvent, SinkConsumer};
 use crate::kafka::producer::{Ack, AckTarget};
 use crate::offsets::Submitted;
 use crate::sandbox::bindings::types::{SinkRecord, TopicPartition, TopicPartitionOffset};
-use crate::sandbox::{DataRef, Fields, PutBatch, SinkTaskInstance};
+use crate::sandbox::{DataRef, Fields, PutBatch};
 
 /// Everything one sink task runs with.
 pub struct SinkRunner {
     pub connector: String,
     pub task: u32,
-    pub instance: SinkTaskInstance,
+    /// The plugin instance, served behind the loop (see `put_behind`).
+    pub instance: PutBehind,
     pub consumer: SinkConsumer,
     pub events: mpsc::UnboundedReceiver<RebalanceEvent>,
     pub key_converter: Converter,
@@ -99,12 +102,37 @@ impl Outstanding {
     }
 }
 
+/// A batch handed to the plugin, with what its offsets need once `put` has answered.
+struct InFlight {
+    put: PendingPut,
+    /// The consumed bytes of each record, when failures may be dead-lettered.
+    raw: Vec<RawRecord>,
+    /// Where the batch ends per partition, skipped records included.
+    consumed: BTreeMap<(String, i32), i64>,
+    started: Instant,
+}
+
+/// The records of one batch, as collected from the consumer.
+struct Collected {
+    count: usize,
+    raw: Vec<RawRecord>,
+    consumed: BTreeMap<(String, i32), i64>,
+}
+
 impl SinkRunner {
     /// Run until told to stop or the task fails; `Err` carries the failure trace.
     pub async fn run(mut self, mut stop: watch::Receiver<Control>) -> Result<(), Failure> {
         // Next offset to commit per partition: one past the last record handed to `put`.
         let mut positions: BTreeMap<(String, i32), i64> = BTreeMap::new();
-        let outcome = self.consume_loop(&mut positions, &mut stop).await;
+        let mut in_flight = None;
+        let mut outcome = self
+            .consume_loop(&mut positions, &mut in_flight, &mut stop)
+            .await;
+        // A batch the plugin was still writing counts once it answered, whatever ended the loop.
+        if let Some(flight) = in_flight.take() {
+            let landed = self.land(flight, &mut positions, &stop).await;
+            outcome = outcome.and(landed.map(drop));
+        }
         // Even after a failure, what earlier batches handed over can still be made durable and
         // committed (positions only cover records the plugin accepted).
         let flushed = self
@@ -119,17 +147,34 @@ impl SinkRunner {
         outcome.and(flushed)
     }
 
+    /// Consume, convert and hand batches to the plugin. While the plugin writes one batch the
+    /// next is collected from what the consumer has buffered; anything else (a rebalance, a
+    /// flush, a pause or stop) first waits for the batch in flight.
     async fn consume_loop(
         &mut self,
         positions: &mut BTreeMap<(String, i32), i64>,
+        in_flight: &mut Option<InFlight>,
         stop: &mut watch::Receiver<Control>,
     ) -> Result<(), Failure> {
         let mut last_flush = Instant::now();
         let mut paused = false;
-        // Reused, so a steady stream of batches allocates nothing for them.
-        let mut batch = PutBatch::default();
+        // Two batches alternate, one collected while the other is written, so a steady stream
+        // of batches allocates nothing for them.
+        let mut building = PutBatch::default();
+        let mut spare = None;
         let mut rebalanced = false;
         loop {
+            let control_now = control(stop);
+            let needs_quiet = !self.events.is_empty()
+                || last_flush.elapsed() >= self.settings.flush_interval
+                || match control_now {
+                    Control::Stop => true,
+                    Control::Pause => !paused || rebalanced,
+                    Control::Run => paused,
+                };
+            if needs_quiet && let Some(flight) = in_flight.take() {
+                spare = Some(self.land(flight, positions, stop).await?);
+            }
             while let Ok(event) = self.events.try_recv() {
                 self.on_rebalance(event, positions).await?;
                 rebalanced = true;
@@ -153,93 +198,136 @@ impl SinkRunner {
                 }
                 _ => {}
             }
-            let wait = self
-                .settings
-                .flush_interval
-                .saturating_sub(last_flush.elapsed());
-            let first = tokio::select! {
-                message = self.consumer.recv() => message,
-                event = self.events.recv() => {
-                    if let Some(event) = event {
-                        self.on_rebalance(event, positions).await?;
-                        // New partitions of a paused task must be paused too.
-                        rebalanced = true;
-                    }
-                    continue;
-                }
-                _ = tokio::time::sleep(wait) => continue,
-                _ = stop.changed() => continue,
-            };
-            batch.clear();
-            // The consumed bytes of each batch record, when `put` failures may be dead-lettered
-            // (the copy must be the original, not a re-encoding).
-            let keep_raw = {
-                let policy = self.errors.policy();
-                policy.tolerate_all && policy.dlq_topic.is_some()
-            };
-            let mut raw: Vec<RawRecord> = Vec::new();
-            // Where the batch ends per partition, skipped records included.
-            let mut consumed: BTreeMap<(String, i32), i64> = BTreeMap::new();
-            let mut next = Some(first);
-            let mut count = 0;
-            // One stream for the rest of the batch: each `recv` makes (and drops) a stream,
-            // which registers a waker slot (profiled at about 3 % of the sink's thread).
-            let mut rest = self.consumer.stream();
-            while let Some(message) = next {
-                match message {
-                    Ok(m) => {
-                        count += 1;
-                        // librdkafka's topic name costs a strlen and a UTF-8 check per call.
-                        let topic = m.topic();
-                        let packed = convert(
-                            &m,
-                            topic,
-                            (&self.key_converter, &self.value_converter),
-                            self.settings.record_max_bytes,
-                            &self.errors,
-                            &self.dead_letters.outstanding,
-                            &mut batch,
-                        )
-                        .await?;
-                        if packed && keep_raw {
-                            raw.push((
-                                m.key().map(<[u8]>::to_vec),
-                                m.payload().map(<[u8]>::to_vec),
-                            ));
+            building.clear();
+            let collected = if let Some(flight) = in_flight.take() {
+                // Collect what is already buffered, then see how the batch in flight went.
+                let collected = self.collect(None, &mut building).await;
+                spare = Some(self.land(flight, positions, stop).await?);
+                collected?
+            } else {
+                let wait = self
+                    .settings
+                    .flush_interval
+                    .saturating_sub(last_flush.elapsed());
+                let first = tokio::select! {
+                    message = self.consumer.recv() => message,
+                    event = self.events.recv() => {
+                        if let Some(event) = event {
+                            self.on_rebalance(event, positions).await?;
+                            // New partitions of a paused task must be paused too.
+                            rebalanced = true;
                         }
-                        // (No owned key for the lookup: this runs per record.)
-                        let end = m.offset() + 1;
-                        match consumed
-                            .iter_mut()
-                            .find(|((t, p), _)| t == topic && *p == m.partition())
-                        {
-                            Some((_, e)) => *e = end,
-                            None => {
-                                consumed.insert((topic.to_owned(), m.partition()), end);
-                            }
-                        }
+                        continue;
                     }
-                    Err(e) => {
-                        tracing::warn!(connector = %self.connector, task = self.task, "consumer: {e}")
-                    }
-                }
-                if count >= self.settings.sink_batch_max_records {
-                    break;
-                }
-                next = rest.next().now_or_never().flatten();
-            }
-            drop(rest);
+                    _ = tokio::time::sleep(wait) => continue,
+                    _ = stop.changed() => continue,
+                };
+                self.collect(Some(first), &mut building).await?
+            };
             self.metrics
                 .records_in
-                .fetch_add(count as u64, Ordering::Relaxed);
-            if !batch.is_empty() {
-                let written = self.put(&batch, &raw, stop).await?;
-                self.metrics
-                    .records_done
-                    .fetch_add(written as u64, Ordering::Relaxed);
+                .fetch_add(collected.count as u64, Ordering::Relaxed);
+            if building.is_empty() {
+                // Nothing to write (none buffered, or all skipped): the offsets still move on.
+                positions.extend(collected.consumed);
+                continue;
             }
-            positions.extend(consumed);
+            let next = spare.take().unwrap_or_default();
+            *in_flight = Some(InFlight {
+                put: self.instance.put(std::mem::replace(&mut building, next)),
+                raw: collected.raw,
+                consumed: collected.consumed,
+                started: Instant::now(),
+            });
         }
+    }
+
+    /// Convert and pack into `batch` the messages the consumer has ready, after `first` if
+    /// given, up to `sink.batch.max.records`; waits for none.
+    async fn collect(
+        &self,
+        first: Option<KafkaResult<BorrowedMessage<'_>>>,
+        batch: &mut PutBatch,
+    ) -> Result<Collected, Failure> {
+        // The consumed bytes of each batch record, when `put` failures may be dead-lettered
+        // (the copy must be the original, not a re-encoding).
+        let keep_raw = {
+            let policy = self.errors.policy();
+            policy.tolerate_all && policy.dlq_topic.is_some()
+        };
+        let mut collected = Collected {
+            count: 0,
+            raw: Vec::new(),
+            consumed: BTreeMap::new(),
+        };
+        // One stream for the whole batch: each `recv` makes (and drops) a stream, which
+        // registers a waker slot (profiled at about 3 % of the sink's thread).
+        let mut rest = self.consumer.stream();
+        let mut next = first.or_else(|| rest.next().now_or_never().flatten());
+        while let Some(message) = next {
+            match message {
+                Ok(m) => {
+                    collected.count += 1;
+                    // librdkafka's topic name costs a strlen and a UTF-8 check per call.
+                    let topic = m.topic();
+                    let packed = convert(
+                        &m,
+                        topic,
+                        (&self.key_converter, &self.value_converter),
+                        self.settings.record_max_bytes,
+                        &self.errors,
+                        &self.dead_letters.outstanding,
+                        batch,
+                    )
+                    .await?;
+                    if packed && keep_raw {
+                        collected
+                            .raw
+                            .push((m.key().map(<[u8]>::to_vec), m.payload().map(<[u8]>::to_vec)));
+                    }
+                    // (No owned key for the lookup: this runs per record.)
+                    let end = m.offset() + 1;
+                    match collected
+                        .consumed
+                        .iter_mut()
+                        .find(|((t, p), _)| t == topic && *p == m.partition())
+                    {
+                        Some((_, e)) => *e = end,
+                        None => {
+                            collected
+                                .consumed
+                                .insert((topic.to_owned(), m.partition()), end);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(connector = %self.connector, task = self.task, "consumer: {e}")
+                }
+            }
+            if collected.count >= self.settings.sink_batch_max_records {
+                break;
+            }
+            next = rest.next().now_or_never().flatten();
+        }
+        Ok(collected)
+    }
+
+    /// Wait for the plugin's answer on the batch in flight, retry what it could not write,
+    /// count it, and move the offsets past it. Returns the batch, for reuse.
+    async fn land(
+        &mut self,
+        flight: InFlight,
+        positions: &mut BTreeMap<(String, i32), i64>,
+        stop: &watch::Receiver<Control>,
+    ) -> Result<PutBatch, Failure> {
+        let (batch, written) = self
+            .put(flight.put, flight.started, &flight.raw, stop)
+            .await?;
+        self.metrics
+            .records_done
+            .fetch_add(written as u64, Ordering::Relaxed);
+        positions.extend(flight.consumed);
+        Ok(batch)
     }
 
     fn set_paused(&self, pause: bool) {
@@ -255,17 +343,18 @@ impl SinkRunner {
         }
     }
 
-    /// Hand `batch` to the plugin, repeating it after a backoff while the plugin says
-    /// retriable. Records `put` reports as failed are retried on their own for up to
-    /// `errors.retry.timeout`, then go to error handling. Returns how many were written.
+    /// Finish the `put` of a batch (`pending`, asked for at `started`), repeating it after a
+    /// backoff while the plugin says retriable. Records `put` reports as failed are retried on
+    /// their own for up to `errors.retry.timeout`, then go to error handling. Returns the batch
+    /// and how many of its records were written.
     async fn put(
         &mut self,
-        batch: &PutBatch,
+        pending: PendingPut,
+        started: Instant,
         raw: &[RawRecord],
         stop: &watch::Receiver<Control>,
-    ) -> Result<usize, Failure> {
-        let started = Instant::now();
-        let mut failures = self.put_whole(batch, stop).await?;
+    ) -> Result<(PutBatch, usize), Failure> {
+        let (batch, mut failures) = self.put_whole(pending, stop).await?;
         let mut retry = 0;
         while !failures.is_empty() {
             let policy = self.errors.policy();
@@ -292,9 +381,8 @@ impl SinkRunner {
                 .fetch_add(1, Ordering::Relaxed);
             let indices: Vec<usize> = failures.iter().map(|(i, _)| *i).collect();
             let subset = batch.subset(&indices).map_err(Failure::from)?;
-            failures = self
-                .put_whole(&subset, stop)
-                .await?
+            let (_, again) = self.put_whole(self.instance.put(subset), stop).await?;
+            failures = again
                 .into_iter()
                 .map(|(i, message)| (failures[i].0, message))
                 .collect();
@@ -311,24 +399,27 @@ impl SinkRunner {
             let failed = self.failed_record(&record, raw.get(*index));
             report(&self.errors, &self.dead_letters.outstanding, error, failed).await?;
         }
-        Ok(batch.len().saturating_sub(failures.len()))
+        let written = batch.len().saturating_sub(failures.len());
+        Ok((batch, written))
     }
 
-    /// One `put` of `batch`, repeated while the plugin says retriable; the per-record failures
-    /// as (index, message).
+    /// Wait for a `put`, and deliver the same batch again while the plugin says retriable;
+    /// the batch and its per-record failures as (index, message).
     async fn put_whole(
         &mut self,
-        batch: &PutBatch,
+        mut pending: PendingPut,
         stop: &watch::Receiver<Control>,
-    ) -> Result<Vec<(usize, String)>, Failure> {
+    ) -> Result<(PutBatch, Vec<(usize, String)>), Failure> {
         let mut attempt = 0;
         loop {
-            match self.instance.put(batch).await {
+            let (batch, outcome) = pending.take().await.map_err(Failure::from)?;
+            match outcome {
                 Ok(failures) => {
-                    return Ok(failures
+                    let failures = failures
                         .into_iter()
                         .map(|f| (f.index as usize, f.message))
-                        .collect());
+                        .collect();
+                    return Ok((batch, failures));
                 }
                 Err(e) if e.is_retriable() => {
                     if control(stop) == Control::Stop {
@@ -340,6 +431,7 @@ impl SinkRunner {
                     attempt += 1;
                     tracing::warn!(connector = %self.connector, task = self.task, "{e}; delivering the same {} records again in {wait:?}", batch.len());
                     tokio::time::sleep(wait).await;
+                    pending = self.instance.put(batch);
                 }
                 Err(e) => return Err(Failure::from(e)),
             }
@@ -429,7 +521,7 @@ impl SinkRunner {
                 }
                 tracing::info!(connector = %self.connector, task = self.task, ?parts, "partitions assigned");
                 self.instance
-                    .open(&as_wit(&parts))
+                    .open(as_wit(&parts))
                     .await
                     .map_err(Failure::from)
             }
@@ -446,7 +538,7 @@ impl SinkRunner {
                 }
                 self.flush_and_commit(&mut revoked, CommitMode::Sync)
                     .await?;
-                match self.instance.close(&as_wit(&parts)).await {
+                match self.instance.close(as_wit(&parts)).await {
                     Err(e) if !e.is_retriable() => Err(Failure::from(e)),
                     _ => Ok(()),
                 }
@@ -474,7 +566,7 @@ impl SinkRunner {
                 offset: *offset,
             })
             .collect();
-        let safe = match self.instance.flush(&offsets).await {
+        let safe = match self.instance.flush(offsets).await {
             Ok(safe) => safe,
             Err(e) if e.is_retriable() => {
                 tracing::warn!(connector = %self.connector, task = self.task, "{e}; committing nothing this time");

@@ -1,0 +1,124 @@
+//! A sink task's plugin instance on a tokio task of its own (on the plugin runtime, as for
+//! sources: see `poll_ahead`), so the worker can consume and convert the next batch while the
+//! plugin writes the last one (profiled: the two shared one thread, which bounded the sink).
+//! Requests are served in order: an `open`, `close` or `flush` never overtakes a `put` asked
+//! for before it.
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::poll_ahead::{gone, runtime};
+use crate::sandbox::bindings::types::{RecordFailure, TopicPartition, TopicPartitionOffset};
+use crate::sandbox::{CallError, PutBatch, SinkTaskInstance};
+
+/// A batch handed back with what `put` said about it.
+type PutReply = (PutBatch, Result<Vec<RecordFailure>, CallError>);
+
+enum Request {
+    Put {
+        batch: PutBatch,
+        reply: oneshot::Sender<PutReply>,
+    },
+    Open {
+        partitions: Vec<TopicPartition>,
+        reply: oneshot::Sender<Result<(), CallError>>,
+    },
+    Close {
+        partitions: Vec<TopicPartition>,
+        reply: oneshot::Sender<Result<(), CallError>>,
+    },
+    Flush {
+        offsets: Vec<TopicPartitionOffset>,
+        reply: oneshot::Sender<Result<Vec<TopicPartitionOffset>, CallError>>,
+    },
+}
+
+/// A `put` asked for and not yet answered.
+pub struct PendingPut(oneshot::Receiver<PutReply>);
+
+/// The plugin side of a sink task.
+pub struct PutBehind {
+    requests: mpsc::UnboundedSender<Request>,
+    served: JoinHandle<SinkTaskInstance>,
+}
+
+impl PutBehind {
+    /// Move `instance` onto its own tokio task.
+    pub fn spawn(mut instance: SinkTaskInstance) -> Self {
+        let (requests, mut incoming) = mpsc::unbounded_channel();
+        let served = runtime().spawn(async move {
+            while let Some(request) = incoming.recv().await {
+                // A dropped reply (the task stopped) is not an error here.
+                match request {
+                    Request::Put { batch, reply } => {
+                        let outcome = instance.put(&batch).await;
+                        let _ = reply.send((batch, outcome));
+                    }
+                    Request::Open { partitions, reply } => {
+                        let _ = reply.send(instance.open(&partitions).await);
+                    }
+                    Request::Close { partitions, reply } => {
+                        let _ = reply.send(instance.close(&partitions).await);
+                    }
+                    Request::Flush { offsets, reply } => {
+                        let _ = reply.send(instance.flush(&offsets).await);
+                    }
+                }
+            }
+            instance
+        });
+        PutBehind { requests, served }
+    }
+
+    /// Hand `batch` to the plugin; it starts on it once what was asked before is done.
+    pub fn put(&self, batch: PutBatch) -> PendingPut {
+        let (reply, pending) = oneshot::channel();
+        // If the serving task is gone, the dropped reply reports it when the put is taken.
+        let _ = self.requests.send(Request::Put { batch, reply });
+        PendingPut(pending)
+    }
+
+    /// Partitions assigned to the task.
+    pub async fn open(&self, partitions: Vec<TopicPartition>) -> Result<(), CallError> {
+        let (reply, done) = oneshot::channel();
+        let _ = self.requests.send(Request::Open { partitions, reply });
+        done.await.unwrap_or_else(|_| Err(gone("open")))
+    }
+
+    /// Partitions taken away from the task.
+    pub async fn close(&self, partitions: Vec<TopicPartition>) -> Result<(), CallError> {
+        let (reply, done) = oneshot::channel();
+        let _ = self.requests.send(Request::Close { partitions, reply });
+        done.await.unwrap_or_else(|_| Err(gone("close")))
+    }
+
+    /// Make everything put so far durable; returns the offsets safe to commit.
+    pub async fn flush(
+        &self,
+        offsets: Vec<TopicPartitionOffset>,
+    ) -> Result<Vec<TopicPartitionOffset>, CallError> {
+        let (reply, done) = oneshot::channel();
+        let _ = self.requests.send(Request::Flush { offsets, reply });
+        done.await.unwrap_or_else(|_| Err(gone("flush")))
+    }
+
+    /// Wait for what was asked, then stop the plugin.
+    pub async fn stop(self) -> Result<(), CallError> {
+        drop(self.requests);
+        match self.served.await {
+            Ok(instance) => instance.stop().await,
+            Err(e) => Err(CallError::Lost {
+                function: "stop",
+                message: e.to_string(),
+            }),
+        }
+    }
+}
+
+impl PendingPut {
+    /// The batch back, with the plugin's answer; `Err` if the serving task ended without one
+    /// (the batch is then lost: nothing of it was committed).
+    pub async fn take(self) -> Result<PutReply, CallError> {
+        self.0.await.map_err(|_| gone("put"))
+    }
+}
