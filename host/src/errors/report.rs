@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::dlq::{self, FailedRecord};
 use super::policy::ErrorPolicy;
-use crate::kafka::producer::{Ack, AckTarget, Outgoing, Producer};
+use crate::kafka::producer::{Ack, AckTarget, Outgoing, Producer, Report};
 use crate::kafka::topics::{self, TopicCreator};
 use crate::task::Failure;
 
@@ -195,12 +195,12 @@ impl ErrorReporter {
         }
         ErrorCounts::bump(&self.counts.total_records_skipped);
         let Some(topic) = self.policy.dlq_topic.clone() else {
-            let _ = ack.tx.send(Ack {
+            let _ = ack.tx.send(Report::One(Ack {
                 record: ack.record,
                 bytes: ack.bytes,
                 dlq: true,
                 error: None,
-            });
+            }));
             return Ok(Handled::Skipped);
         };
         self.send_to_dlq(&topic, &error, &record, ack).await?;

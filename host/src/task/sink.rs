@@ -29,7 +29,7 @@ use crate::convert::Converter;
 use crate::errors::dlq::FailedRecord;
 use crate::errors::{ErrorReporter, RecordError, Stage};
 use crate::kafka::consumer::{RebalanceEvent, SinkConsumer};
-use crate::kafka::producer::{Ack, AckTarget};
+use crate::kafka::producer::{AckTarget, Report};
 use crate::offsets::Submitted;
 use crate::sandbox::bindings::types::{SinkRecord, TopicPartition, TopicPartitionOffset};
 use crate::sandbox::{DataRef, Fields, PutBatch};
@@ -55,7 +55,7 @@ pub struct SinkRunner {
 
 /// Dead-letter writes not yet acknowledged; offsets are committed only once they are.
 pub struct DeadLetters {
-    rx: mpsc::UnboundedReceiver<Ack>,
+    rx: mpsc::UnboundedReceiver<Report>,
     outstanding: Outstanding,
     /// Set once a dead-letter write failed: offsets must never again be committed past it.
     failed: Option<Failure>,
@@ -63,7 +63,7 @@ pub struct DeadLetters {
 
 /// The sending half: shared by reference while a consumed message is borrowed.
 struct Outstanding {
-    tx: mpsc::UnboundedSender<Ack>,
+    tx: mpsc::UnboundedSender<Report>,
     count: AtomicUsize,
 }
 
@@ -480,8 +480,13 @@ impl SinkRunner {
         let deadline = tokio::time::Instant::now() + DEAD_LETTER_GRACE;
         while self.dead_letters.outstanding.count.load(Ordering::Relaxed) > 0 {
             tokio::select! {
-                ack = self.dead_letters.rx.recv() => match ack {
-                    Some(ack) => {
+                report = self.dead_letters.rx.recv() => match report {
+                    // Dead-letter writes are sent one by one, so their reports come one by one.
+                    Some(Report::Delivered(delivered)) => {
+                        let n = delivered.records().count();
+                        self.dead_letters.outstanding.count.fetch_sub(n, Ordering::Relaxed);
+                    }
+                    Some(Report::One(ack)) => {
                         self.dead_letters.outstanding.count.fetch_sub(1, Ordering::Relaxed);
                         if let Some(error) = ack.error {
                             let failure = self.errors.dlq_failed(&error.message);

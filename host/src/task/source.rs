@@ -25,7 +25,7 @@ use super::{
 use crate::convert::Converter;
 use crate::errors::dlq::FailedRecord;
 use crate::errors::{ErrorReporter, RecordError, Stage};
-use crate::kafka::producer::{Ack, AckTarget, DeliveryError, Outgoing, Producer, Queued, Topic};
+use crate::kafka::producer::{AckTarget, DeliveryError, Outgoing, Producer, Queued, Report, Topic};
 use crate::kafka::topics::TopicCreator;
 use crate::offsets::{FileOffsetStore, Submitted, SubmittedRecords};
 use crate::sandbox::instance::SourcePosition;
@@ -84,8 +84,8 @@ struct FailedAck {
 
 struct Loop {
     tracker: SubmittedRecords,
-    acks_tx: mpsc::UnboundedSender<Ack>,
-    acks: mpsc::UnboundedReceiver<Ack>,
+    acks_tx: mpsc::UnboundedSender<Report>,
+    acks: mpsc::UnboundedReceiver<Report>,
     /// The first delivery failure, which fails the task.
     delivery_error: Option<Failure>,
     /// Bytes sent and not yet acknowledged.
@@ -505,15 +505,28 @@ impl SourceRunner {
         }
     }
 
-    async fn on_ack(&mut self, state: &mut Loop, ack: Ack) {
+    async fn on_ack(&mut self, state: &mut Loop, ack: Report) {
         if let Some(failed) = self.count_ack(state, ack) {
             self.on_failed_ack(state, failed).await;
         }
     }
 
     /// Account for a delivery report; a failed delivery is handed back. Not `async`, so the
-    /// common case (one per record) costs no future.
-    fn count_ack(&self, state: &mut Loop, ack: Ack) -> Option<FailedAck> {
+    /// common case costs no future.
+    fn count_ack(&self, state: &mut Loop, report: Report) -> Option<FailedAck> {
+        let ack = match report {
+            Report::One(ack) => ack,
+            Report::Delivered(delivered) => {
+                let mut done = 0;
+                for (record, bytes) in delivered.records() {
+                    state.in_flight_bytes = state.in_flight_bytes.saturating_sub(bytes);
+                    state.tracker.ack(record);
+                    done += 1;
+                }
+                self.metrics.records_done.fetch_add(done, Ordering::Relaxed);
+                return None;
+            }
+        };
         state.in_flight_bytes = state.in_flight_bytes.saturating_sub(ack.bytes);
         match ack.error {
             None => {
