@@ -16,7 +16,8 @@ type PutReply = (PutBatch, Result<Vec<RecordFailure>, CallError>);
 
 enum Request {
     Put {
-        batch: PutBatch,
+        // Boxed: a batch is much larger than the other requests.
+        batch: Box<PutBatch>,
         reply: oneshot::Sender<PutReply>,
     },
     Open {
@@ -52,7 +53,7 @@ impl PutBehind {
                 match request {
                     Request::Put { batch, reply } => {
                         let outcome = instance.put(&batch).await;
-                        let _ = reply.send((batch, outcome));
+                        let _ = reply.send((*batch, outcome));
                     }
                     Request::Open { partitions, reply } => {
                         let _ = reply.send(instance.open(&partitions).await);
@@ -74,7 +75,10 @@ impl PutBehind {
     pub fn put(&self, batch: PutBatch) -> PendingPut {
         let (reply, pending) = oneshot::channel();
         // If the serving task is gone, the dropped reply reports it when the put is taken.
-        let _ = self.requests.send(Request::Put { batch, reply });
+        let _ = self.requests.send(Request::Put {
+            batch: Box::new(batch),
+            reply,
+        });
         PendingPut(pending)
     }
 
