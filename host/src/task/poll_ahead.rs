@@ -78,13 +78,7 @@ impl PollAhead {
     /// unsent, its offsets never committed.
     pub async fn stop(self) -> Result<(), CallError> {
         drop(self.requests);
-        match self.served.await {
-            Ok(instance) => instance.stop().await,
-            Err(e) => Err(CallError::Lost {
-                function: "stop",
-                message: e.to_string(),
-            }),
-        }
+        served(self.served).await?.stop().await
     }
 }
 
@@ -93,6 +87,15 @@ impl PendingPoll {
     pub async fn take(self) -> Result<Polled, CallError> {
         self.0.await.unwrap_or_else(|_| Err(gone("poll")))
     }
+}
+
+/// The instance back from its serving task, once every request is answered (the task ends when
+/// its request channel closes).
+pub(super) async fn served<I>(task: JoinHandle<I>) -> Result<I, CallError> {
+    task.await.map_err(|e| CallError::Lost {
+        function: "stop",
+        message: e.to_string(),
+    })
 }
 
 /// The serving task ended without an answer: it panicked (a worker bug, not the plugin's).

@@ -7,7 +7,7 @@
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::poll_ahead::{gone, runtime};
+use super::poll_ahead::{gone, runtime, served};
 use crate::sandbox::bindings::types::{RecordFailure, TopicPartition, TopicPartitionOffset};
 use crate::sandbox::{CallError, PutBatch, SinkTaskInstance};
 
@@ -109,13 +109,7 @@ impl PutBehind {
     /// Wait for what was asked, then stop the plugin.
     pub async fn stop(self) -> Result<(), CallError> {
         drop(self.requests);
-        match self.served.await {
-            Ok(instance) => instance.stop().await,
-            Err(e) => Err(CallError::Lost {
-                function: "stop",
-                message: e.to_string(),
-            }),
-        }
+        served(self.served).await?.stop().await
     }
 }
 
