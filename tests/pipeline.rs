@@ -8,7 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use wasm_connect_tests::kafka::{by_partition, consume, create_topic, produce, unique_topic};
+use wasm_connect_tests::kafka::{
+    by_partition, consume, create_topic, produce, produce_spread, unique_topic,
+};
 use wasm_connect_tests::worker::{Worker, eventually, lines, write_properties};
 use wasm_connect_tests::{kafka, test_plugin_file};
 
@@ -423,5 +425,144 @@ async fn a_record_that_fails_conversion_fails_the_task_and_says_which_record() {
     assert!(
         !status.success(),
         "a failed task makes the worker exit non-zero:\n{log}"
+    );
+}
+
+/// A value of the partition-move test: record `i` of the run.
+fn numbered(i: usize) -> Vec<u8> {
+    format!("v{i:05}").into_bytes()
+}
+
+/// The record numbers in `dir`'s `p<partition>.txt` files, per partition, in file order.
+fn written(dir: &Path) -> BTreeMap<usize, Vec<usize>> {
+    (0..4)
+        .map(|p| {
+            let numbers = lines(&dir.join(format!("p{p}.txt")))
+                .iter()
+                .map(|line| {
+                    line.strip_prefix('v')
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or_else(|| panic!("not a written value: {line:?}"))
+                })
+                .collect();
+            (p, numbers)
+        })
+        .collect()
+}
+
+/// Distinct records written to any of `dirs`.
+fn distinct(dirs: &[&Path]) -> usize {
+    let mut all: Vec<usize> = dirs
+        .iter()
+        .flat_map(|d| written(d).into_values().flatten())
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    all.len()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sink_writes_every_record_in_order_while_its_partitions_move_between_workers() {
+    // Sink tasks take messages from each assigned partition's own queue (split off before
+    // librdkafka assigns it). Two workers running the same connector share its consumer group;
+    // the second joining and then leaving moves partitions both ways while records flow.
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique_topic("moves");
+    create_topic(&topic, 4).await;
+    let start = |name: &str| {
+        let home = dir.path().join(name);
+        let out = home.join("out");
+        fs::create_dir_all(&out).unwrap();
+        let connector = home.join("sink.properties");
+        write_properties(
+            &connector,
+            &[
+                ("name", "moves".into()),
+                ("connector.class", "file-sink".into()),
+                ("topics", topic.clone()),
+                ("file", format!("{}/p{{partition}}.txt", out.display())),
+                ("sandbox.fs.write", out.display().to_string()),
+                ("value.converter", "string".into()),
+            ],
+        );
+        let mut worker = Worker::start(&home, &worker_settings(), &[connector]);
+        worker.wait_for_log("partitions assigned", Duration::from_secs(120));
+        (worker, out)
+    };
+    let values: Vec<Vec<u8>> = (0..6000).map(numbered).collect();
+    let (first, rest) = values.split_at(2000);
+    let (second, third) = rest.split_at(2000);
+
+    let (a, out_a) = start("a");
+    produce_spread(&topic, 4, first);
+    assert!(
+        eventually(Duration::from_secs(60), || distinct(&[&out_a]) >= 2000),
+        "one worker wrote the first records: {} of 2000",
+        distinct(&[&out_a])
+    );
+    let (b, out_b) = start("b");
+    produce_spread(&topic, 4, second);
+    assert!(
+        eventually(Duration::from_secs(60), || distinct(&[&out_a, &out_b])
+            >= 4000),
+        "two workers wrote the next records: {} of 4000",
+        distinct(&[&out_a, &out_b])
+    );
+    assert!(
+        written(&out_b).values().any(|n| !n.is_empty()),
+        "the second worker got partitions"
+    );
+    let (status, log) = b.stop();
+    assert!(status.success(), "{log}");
+    produce_spread(&topic, 4, third);
+    assert!(
+        eventually(Duration::from_secs(60), || distinct(&[&out_a, &out_b])
+            >= 6000),
+        "the first worker took the partitions back: {} of 6000",
+        distinct(&[&out_a, &out_b])
+    );
+    let (status, log) = a.stop();
+    assert!(status.success(), "{log}");
+
+    // Partition p holds records p, p + 4, p + 8, … in that order. Each file keeps that order
+    // (the other worker may have written a stretch in between), except for repeats, which
+    // at-least-once allows for what was not yet committed; together the files hold every record.
+    let files: Vec<(&Path, usize, Vec<usize>)> = [&out_a, &out_b]
+        .into_iter()
+        .flat_map(|out| {
+            written(out)
+                .into_iter()
+                .map(move |(partition, numbers)| (out.as_path(), partition, numbers))
+        })
+        .collect();
+    let mut counts: BTreeMap<usize, usize> = BTreeMap::new();
+    for (_, _, numbers) in &files {
+        for &i in numbers {
+            *counts.entry(i).or_default() += 1;
+        }
+    }
+    for (out, partition, numbers) in &files {
+        let mut furthest: Option<usize> = None;
+        for &i in numbers {
+            assert_eq!(
+                i % 4,
+                *partition,
+                "v{i:05} is in the file of partition {partition}"
+            );
+            if let Some(f) = furthest.filter(|&f| i <= f) {
+                assert!(
+                    counts[&i] > 1,
+                    "{}: v{i:05} came after v{f:05} and is not a repeat",
+                    out.display()
+                );
+            }
+            furthest = furthest.max(Some(i));
+        }
+    }
+    let seen: Vec<usize> = counts.into_keys().collect();
+    assert_eq!(
+        seen,
+        (0..values.len()).collect::<Vec<_>>(),
+        "every record written"
     );
 }

@@ -77,12 +77,21 @@ pub async fn create_topic_with(topic: &str, partitions: i32, configs: &[(&str, &
 
 /// Produce `values` (with null keys) to partition 0 of `topic`, waiting for every ack.
 pub fn produce(topic: &str, values: &[Vec<u8>]) {
+    produce_spread(topic, 1, values);
+}
+
+/// Produce `values` (with null keys) across partitions `0..partitions` of `topic`, value `i`
+/// to partition `i % partitions`, waiting for every ack.
+pub fn produce_spread(topic: &str, partitions: i32, values: &[Vec<u8>]) {
     let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap())
         .create()
         .expect("producer");
-    for v in values {
-        let mut record = BaseRecord::<(), _>::to(topic).payload(v).partition(0);
+    for (i, v) in values.iter().enumerate() {
+        let partition = (i % partitions as usize) as i32;
+        let mut record = BaseRecord::<(), _>::to(topic)
+            .payload(v)
+            .partition(partition);
         loop {
             match producer.send(record) {
                 Ok(()) => break,

@@ -2,6 +2,9 @@
 //! runner (after the plugin's `flush`), cooperative rebalancing, and rebalance events passed to
 //! the runner so it can call the plugin's `open` / `close`.
 
+use std::ops::Deref;
+use std::sync::Arc;
+
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, StreamConsumer};
@@ -9,6 +12,7 @@ use rdkafka::error::KafkaError;
 use tokio::sync::mpsc;
 
 use super::TracingContext;
+use super::fetch_queues::{self, FetchQueues};
 
 /// A partition assignment change, in `(topic, partition)` terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,9 +21,11 @@ pub enum RebalanceEvent {
     Revoked(Vec<(String, i32)>),
 }
 
-/// Forwards rebalance events to the task runner.
+/// Forwards rebalance events to the task runner, and splits each partition's fetch queue off
+/// before it is assigned (see `fetch_queues`).
 pub struct SinkContext {
     events: mpsc::UnboundedSender<RebalanceEvent>,
+    fetch: Arc<fetch_queues::Shared>,
 }
 
 impl ClientContext for SinkContext {
@@ -40,9 +46,15 @@ fn partitions(tpl: &rdkafka::TopicPartitionList) -> Vec<(String, i32)> {
 }
 
 impl ConsumerContext for SinkContext {
-    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Revoke(tpl) = rebalance {
-            let _ = self.events.send(RebalanceEvent::Revoked(partitions(tpl)));
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Assign(tpl) => self.fetch.split(consumer, &partitions(tpl)),
+            Rebalance::Revoke(tpl) => {
+                let revoked = partitions(tpl);
+                self.fetch.revoke(&revoked);
+                let _ = self.events.send(RebalanceEvent::Revoked(revoked));
+            }
+            Rebalance::Error(_) => {}
         }
     }
 
@@ -53,8 +65,28 @@ impl ConsumerContext for SinkContext {
     }
 }
 
-/// A sink task's consumer.
-pub type SinkConsumer = StreamConsumer<SinkContext>;
+/// A sink task's consumer: rdkafka's, for the consumer queue (rebalances, errors, commits, and
+/// messages of any partition not split), and the split partition queues that hold its messages.
+pub struct SinkConsumer {
+    // Dropped first: every queue handle must go before the consumer does.
+    fetch: FetchQueues,
+    consumer: StreamConsumer<SinkContext>,
+}
+
+impl SinkConsumer {
+    /// The assigned partitions' queues.
+    pub fn fetched(&self) -> &FetchQueues {
+        &self.fetch
+    }
+}
+
+impl Deref for SinkConsumer {
+    type Target = StreamConsumer<SinkContext>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.consumer
+    }
+}
 
 /// What a sink connector consumes: `topics` or `topics.regex`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,8 +162,12 @@ pub fn create(
     }
     super::apply(&mut config, overrides);
     let (tx, rx) = mpsc::unbounded_channel();
-    let consumer: SinkConsumer = config
-        .create_with_context(SinkContext { events: tx })
+    let fetch = Arc::new(fetch_queues::Shared::default());
+    let consumer: StreamConsumer<SinkContext> = config
+        .create_with_context(SinkContext {
+            events: tx,
+            fetch: Arc::clone(&fetch),
+        })
         .map_err(|e| format!("cannot create the Kafka consumer: {e}"))?;
     let result = match subscription {
         Subscription::Topics(topics) => {
@@ -148,6 +184,10 @@ pub fn create(
         }
     };
     result.map_err(|e| format!("cannot subscribe to {subscription:?}: {e}"))?;
+    let consumer = SinkConsumer {
+        fetch: FetchQueues::new(fetch),
+        consumer,
+    };
     Ok((consumer, rx))
 }
 

@@ -45,6 +45,24 @@ struct MsgPrefix {
     unparsed_headers: *const u8,
 }
 
+/// A consumed message as librdkafka holds it: rdkafka's own, or one taken in a batch.
+pub trait NativeMessage: Message<Headers = BorrowedHeaders> {
+    /// librdkafka's message, alive as long as `self`.
+    fn native(&self) -> *const rdsys::rd_kafka_message_t;
+}
+
+impl NativeMessage for BorrowedMessage<'_> {
+    fn native(&self) -> *const rdsys::rd_kafka_message_t {
+        self.ptr()
+    }
+}
+
+impl NativeMessage for super::fetch_queues::Fetched<'_> {
+    fn native(&self) -> *const rdsys::rd_kafka_message_t {
+        self.ptr()
+    }
+}
+
 /// Whether the linked librdkafka is the one [`MsgPrefix`] mirrors.
 pub fn layout_matches() -> bool {
     static MATCHES: OnceLock<bool> = OnceLock::new();
@@ -55,11 +73,11 @@ pub fn layout_matches() -> bool {
 /// Whether `message` certainly has no headers, known without librdkafka's parse; `false` when
 /// it may have some, when the layout is not known, or for a producer's message (a delivery
 /// report), which keeps no header bytes.
-pub fn certainly_none(message: &BorrowedMessage<'_>) -> bool {
+pub fn certainly_none(message: &impl NativeMessage) -> bool {
     if !layout_matches() {
         return false;
     }
-    let msg = message.ptr() as *const MsgPrefix;
+    let msg = message.native() as *const MsgPrefix;
     // SAFETY: a consumed message's `rd_kafka_message_t` is the first field of the
     // `rd_kafka_msg_t` that holds it (librdkafka casts between the two); the layout is that of
     // the linked release (checked above); the message, and the fetch buffer its header bytes
@@ -79,7 +97,7 @@ pub fn certainly_none(message: &BorrowedMessage<'_>) -> bool {
 }
 
 /// The headers of a consumed message, or `None` when it has none.
-pub fn headers<'a>(message: &'a BorrowedMessage<'_>) -> Option<&'a BorrowedHeaders> {
+pub fn headers(message: &impl NativeMessage) -> Option<&BorrowedHeaders> {
     if certainly_none(message) {
         None
     } else {

@@ -3,6 +3,7 @@
 
 pub mod consumer;
 pub mod delivery;
+pub mod fetch_queues;
 pub mod headers;
 pub mod producer;
 pub mod topics;

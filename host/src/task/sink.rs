@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
 use rdkafka::consumer::{CommitMode, Consumer};
-use rdkafka::error::KafkaResult;
-use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::error::{KafkaError, KafkaResult};
+use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 
@@ -29,6 +29,7 @@ use crate::convert::Converter;
 use crate::errors::dlq::FailedRecord;
 use crate::errors::{ErrorReporter, RecordError, Stage};
 use crate::kafka::consumer::{RebalanceEvent, SinkConsumer};
+use crate::kafka::headers::NativeMessage;
 use crate::kafka::producer::{AckTarget, Report};
 use crate::offsets::Submitted;
 use crate::sandbox::bindings::types::{SinkRecord, TopicPartition, TopicPartitionOffset};
@@ -205,12 +206,20 @@ impl SinkRunner {
                 spare = Some(self.land(flight, positions, stop).await?);
                 collected?
             } else {
+                // What is already fetched first: a partition queue signals only when it
+                // goes from empty to non-empty, so one left non-empty would wait unseen.
+                let ready = self.collect(None, &mut building).await?;
+                if ready.count > 0 {
+                    self.start_put(ready, &mut building, &mut spare, positions, in_flight);
+                    continue;
+                }
                 let wait = self
                     .settings
                     .flush_interval
                     .saturating_sub(last_flush.elapsed());
                 let first = tokio::select! {
-                    message = self.consumer.recv() => message,
+                    message = self.consumer.recv() => Some(message),
+                    () = self.consumer.fetched().ready() => None,
                     event = self.events.recv() => {
                         if let Some(event) = event {
                             self.on_rebalance(event, positions).await?;
@@ -222,24 +231,36 @@ impl SinkRunner {
                     _ = tokio::time::sleep(wait) => continue,
                     _ = stop.changed() => continue,
                 };
-                self.collect(Some(first), &mut building).await?
+                self.collect(first, &mut building).await?
             };
-            self.metrics
-                .records_in
-                .fetch_add(collected.count as u64, Ordering::Relaxed);
-            if building.is_empty() {
-                // Nothing to write (none buffered, or all skipped): the offsets still move on.
-                positions.extend(collected.consumed);
-                continue;
-            }
-            let next = spare.take().unwrap_or_default();
-            *in_flight = Some(InFlight {
-                put: self.instance.put(std::mem::replace(&mut building, next)),
-                raw: collected.raw,
-                consumed: collected.consumed,
-                started: Instant::now(),
-            });
+            self.start_put(collected, &mut building, &mut spare, positions, in_flight);
         }
+    }
+
+    /// Hand the batch in `building` to the plugin (a spare batch takes its place), or, with
+    /// nothing to write (none buffered, or all skipped), just move the offsets on.
+    fn start_put(
+        &mut self,
+        collected: Collected,
+        building: &mut PutBatch,
+        spare: &mut Option<PutBatch>,
+        positions: &mut BTreeMap<(String, i32), i64>,
+        in_flight: &mut Option<InFlight>,
+    ) {
+        self.metrics
+            .records_in
+            .fetch_add(collected.count as u64, Ordering::Relaxed);
+        if building.is_empty() {
+            positions.extend(collected.consumed);
+            return;
+        }
+        let next = spare.take().unwrap_or_default();
+        *in_flight = Some(InFlight {
+            put: self.instance.put(std::mem::replace(building, next)),
+            raw: collected.raw,
+            consumed: collected.consumed,
+            started: Instant::now(),
+        });
     }
 
     /// Convert and pack into `batch` the messages the consumer has ready, after `first` if
@@ -260,56 +281,81 @@ impl SinkRunner {
             raw: Vec::new(),
             consumed: BTreeMap::new(),
         };
+        let max = self.settings.sink_batch_max_records;
+        // The consumer queue first: polling it serves rebalances (whose events the loop then
+        // handles) and errors, and brings messages of any partition not split off.
         // One stream for the whole batch: each `recv` makes (and drops) a stream, which
         // registers a waker slot (profiled at about 3 % of the sink's thread).
-        let mut rest = self.consumer.stream();
-        let mut next = first.or_else(|| rest.next().now_or_never().flatten());
-        while let Some(message) = next {
+        {
+            let mut rest = self.consumer.stream();
+            let mut next = first.or_else(|| rest.next().now_or_never().flatten());
+            while let Some(message) = next {
+                match message {
+                    Ok(m) => self.add(&m, keep_raw, batch, &mut collected).await?,
+                    Err(e) => self.consumer_error(&e),
+                }
+                if collected.count >= max {
+                    return Ok(collected);
+                }
+                next = rest.next().now_or_never().flatten();
+            }
+        }
+        // Then the assigned partitions' own queues, a batch at a time (see `fetch_queues`).
+        let taken = self.consumer.fetched().take(max - collected.count);
+        for message in taken.iter() {
             match message {
-                Ok(m) => {
-                    collected.count += 1;
-                    // librdkafka's topic name costs a strlen and a UTF-8 check per call.
-                    let topic = m.topic();
-                    let packed = convert(
-                        &m,
-                        topic,
-                        (&self.key_converter, &self.value_converter),
-                        self.settings.record_max_bytes,
-                        &self.errors,
-                        &self.dead_letters.outstanding,
-                        batch,
-                    )
-                    .await?;
-                    if packed && keep_raw {
-                        collected
-                            .raw
-                            .push((m.key().map(<[u8]>::to_vec), m.payload().map(<[u8]>::to_vec)));
-                    }
-                    // (No owned key for the lookup: this runs per record.)
-                    let end = m.offset() + 1;
-                    match collected
-                        .consumed
-                        .iter_mut()
-                        .find(|((t, p), _)| t == topic && *p == m.partition())
-                    {
-                        Some((_, e)) => *e = end,
-                        None => {
-                            collected
-                                .consumed
-                                .insert((topic.to_owned(), m.partition()), end);
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(connector = %self.connector, task = self.task, "consumer: {e}")
-                }
+                Ok(m) => self.add(&m, keep_raw, batch, &mut collected).await?,
+                Err(e) => self.consumer_error(&e),
             }
-            if collected.count >= self.settings.sink_batch_max_records {
-                break;
-            }
-            next = rest.next().now_or_never().flatten();
         }
         Ok(collected)
+    }
+
+    /// Convert and pack one consumed message, noting how far its partition was consumed.
+    async fn add(
+        &self,
+        m: &impl NativeMessage,
+        keep_raw: bool,
+        batch: &mut PutBatch,
+        collected: &mut Collected,
+    ) -> Result<(), Failure> {
+        collected.count += 1;
+        // librdkafka's topic name costs a strlen and a UTF-8 check per call.
+        let topic = m.topic();
+        let packed = convert(
+            m,
+            topic,
+            (&self.key_converter, &self.value_converter),
+            self.settings.record_max_bytes,
+            &self.errors,
+            &self.dead_letters.outstanding,
+            batch,
+        )
+        .await?;
+        if packed && keep_raw {
+            collected
+                .raw
+                .push((m.key().map(<[u8]>::to_vec), m.payload().map(<[u8]>::to_vec)));
+        }
+        // (No owned key for the lookup: this runs per record.)
+        let end = m.offset() + 1;
+        match collected
+            .consumed
+            .iter_mut()
+            .find(|((t, p), _)| t == topic && *p == m.partition())
+        {
+            Some((_, e)) => *e = end,
+            None => {
+                collected
+                    .consumed
+                    .insert((topic.to_owned(), m.partition()), end);
+            }
+        }
+        Ok(())
+    }
+
+    fn consumer_error(&self, error: &KafkaError) {
+        tracing::warn!(connector = %self.connector, task = self.task, "consumer: {error}");
     }
 
     /// Wait for the plugin's answer on the batch in flight, retry what it could not write,
@@ -605,7 +651,7 @@ impl SinkRunner {
 /// Convert a consumed message and pack it into `batch`; `false` when it failed and error
 /// handling skipped it.
 async fn convert(
-    m: &BorrowedMessage<'_>,
+    m: &impl NativeMessage,
     topic: &str,
     (key_converter, value_converter): (&Converter, &Converter),
     record_max_bytes: usize,
