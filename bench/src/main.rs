@@ -67,7 +67,9 @@ fn parse_run(args: &[String]) -> Result<Options> {
     let repo = repo_root();
     let mut options = Options {
         smoke: false,
-        reps: 3,
+        // Five, not three: on this 2-core host one disturbed run in three moved a median by a
+        // fifth (BENCHMARKS.md §0000000).
+        reps: 5,
         worker: repo.join("target/release/wasm-connect"),
         connect_libs: None,
         criterion: None,
