@@ -48,6 +48,7 @@ pub(super) fn view_source(
     let reader = Reader {
         data: &batch.data,
         headers: &batch.headers,
+        ascii: batch.data.is_ascii(),
     };
     // Every header is checked, even one no record points to: the rules hold for the batch.
     for (index, header) in batch.headers.iter().enumerate() {
@@ -125,6 +126,10 @@ pub(super) fn to_u32(n: usize) -> Result<u32, String> {
 pub(super) struct Reader<'a> {
     pub(super) data: &'a [u8],
     pub(super) headers: &'a [PackedHeader],
+    /// Whether every byte of `data` is known to be ASCII: then every span of it is valid
+    /// UTF-8 and text fields need no check of their own. One pass over a source batch costs
+    /// less than a check per field (profiled: those checks were a fifth of reading a batch).
+    pub(super) ascii: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -145,6 +150,11 @@ impl<'a> Reader<'a> {
 
     fn text(&self, span: Span, field: &str) -> Result<&'a str, String> {
         let bytes = self.bytes(span, field)?;
+        if self.ascii {
+            // SAFETY: `bytes` is a slice of `data`, all of whose bytes are ASCII, which is
+            // valid UTF-8 however it is sliced.
+            return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
+        }
         std::str::from_utf8(bytes).map_err(|_| format!("its {field} is not valid UTF-8"))
     }
 
@@ -418,6 +428,24 @@ mod tests {
         batch.data[0] = 0xff;
         let records = unpack_source(batch, LIMIT).expect("bytes need not be UTF-8");
         assert_eq!(records[0].key, Some(Data::Bytes(vec![0xff])));
+    }
+
+    #[test]
+    fn text_outside_ascii_is_read_and_checked_span_by_span() {
+        // Record 1's text value becomes "é" (two bytes), so the batch is no longer all ASCII.
+        let mut batch = source_batch();
+        batch.data.extend_from_slice("é".as_bytes());
+        batch.value.start[1] = 26;
+        batch.value.len[1] = 2;
+        let records = unpack_source(batch.clone(), LIMIT).unwrap();
+        assert_eq!(records[1].value, Some(Data::Text("é".to_owned())));
+        // A span that cuts the character in two is not UTF-8, though every byte is in the batch.
+        batch.value.len[1] = 1;
+        let err = unpack_source(batch, LIMIT).unwrap_err();
+        assert!(
+            err.contains("record 1") && err.contains("value is not valid UTF-8"),
+            "{err}"
+        );
     }
 
     #[test]

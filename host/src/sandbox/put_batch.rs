@@ -155,6 +155,8 @@ impl PutBatch {
         let reader = Reader {
             data: &b.data,
             headers: &b.headers,
+            // Checking the whole batch would cost more than this one record's fields.
+            ascii: false,
         };
         let topic = b
             .topics
