@@ -15,13 +15,29 @@ pub(crate) const JSON: u8 = 3;
 /// `topic`'s index in a batch's `topics`, added if it is new. Batches hold one or a few
 /// topics: a scan beats hashing.
 pub(crate) fn topic_index(topics: &mut Vec<String>, topic: &str) -> usize {
-    match topics.iter().rposition(|t| t == topic) {
+    match topics
+        .iter()
+        .rposition(|t| same_bytes(t.as_bytes(), topic.as_bytes()))
+    {
         Some(index) => index,
         None => {
             topics.push(topic.to_owned());
             topics.len() - 1
         }
     }
+}
+
+/// `a == b`, eight bytes at a time. Slice equality compiles to a call of the guest libc's
+/// `memcmp`, which compares byte by byte (profiled: a tenth of a plugin's packing time, for
+/// the short texts packing compares once a record).
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (a_rest, b_rest) = (a8.remainder(), b8.remainder());
+    let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().unwrap_or_default());
+    a8.zip(b8).all(|(x, y)| word(x) == word(y)) && a_rest.iter().zip(b_rest).all(|(x, y)| x == y)
 }
 
 pub(crate) fn data_column(n: usize) -> DataColumn {
@@ -99,5 +115,29 @@ impl Writer {
         column.start.push(span.start);
         column.len.push(span.len);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_bytes_agrees_with_slice_equality() {
+        let text: Vec<u8> = (0..40u8).collect();
+        for len in 0..text.len() {
+            let a = &text[..len];
+            assert!(same_bytes(a, a), "{len} bytes against themselves");
+            assert!(
+                !same_bytes(a, &text[..len + 1]),
+                "{len} against {}",
+                len + 1
+            );
+            for at in 0..len {
+                let mut b = a.to_vec();
+                b[at] ^= 0x80;
+                assert!(!same_bytes(a, &b), "{len} bytes, differing at {at}");
+            }
+        }
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::Error;
 use crate::bindings::batch::{self, HeaderRanges, PackedHeader, Span, SpanColumn};
-use crate::packed::{Writer, data_column, to_u32, topic_index};
+use crate::packed::{Writer, data_column, same_bytes, to_u32, topic_index};
 use crate::record::SourceRecord;
 use crate::sink_records::{DataRef, HeaderRef};
 
@@ -153,7 +153,9 @@ impl SourceBatch {
         self.data.data(record.key, &mut batch.key)?;
         self.data.data(record.value, &mut batch.value)?;
         let partition = match self.previous_partition {
-            Some(span) if self.data.get(span) == record.source_partition.as_bytes() => span,
+            Some(span) if same_bytes(self.data.get(span), record.source_partition.as_bytes()) => {
+                span
+            }
             _ => self.data.push(record.source_partition.as_bytes())?,
         };
         self.previous_partition = Some(partition);

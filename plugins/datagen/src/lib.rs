@@ -337,8 +337,10 @@ impl Counter {
     }
 
     fn as_str(&self) -> &str {
-        // Only ASCII digits are ever written (see `new` and `advance`).
-        std::str::from_utf8(self.text()).unwrap_or_default()
+        // A checked conversion was a twentieth of the plugin's time per record (profiled).
+        debug_assert!(self.text().is_ascii());
+        // SAFETY: only ASCII digits are ever written (see `new` and `advance`).
+        unsafe { std::str::from_utf8_unchecked(self.text()) }
     }
 
     /// Add the step, digit by digit with a carry (no division: a digit sum is at most 19).
