@@ -231,7 +231,7 @@ fn render(options: &Options, results: &Results) -> String {
     );
     let _ = writeln!(
         md,
-        "The ratio columns divide the medians; the last but one divides each repetition's two runs (the systems take turns within a repetition, so a pair shares the machine's state at the time) and gives the median and range of those ratios: a narrower view of the same comparison when the machine drifts between repetitions. Targets are judged on the ratio of medians.\n"
+        "The ratio columns divide the medians; the last but one divides each repetition's two runs (the systems of a repetition run back to back, so a pair shares the machine's state at the time) and gives the median and range of those ratios: a narrower view of the same comparison when the machine drifts between repetitions. Targets are judged on the ratio of medians.\n"
     );
     let _ = writeln!(
         md,

@@ -152,12 +152,8 @@ impl PutBatch {
                 self.len()
             ));
         }
-        let reader = Reader {
-            data: &b.data,
-            headers: &b.headers,
-            // Checking the whole batch would cost more than this one record's fields.
-            ascii: false,
-        };
+        // Checking the whole batch would cost more than this one record's fields.
+        let reader = Reader::new(&b.data, &b.headers);
         let topic = b
             .topics
             .get(b.topic[index] as usize)
