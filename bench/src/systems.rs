@@ -216,18 +216,26 @@ impl Env {
             "dist/plugins"
         };
         let worker = dir.join("worker.properties");
-        write_properties(
-            &worker,
-            &[
-                ("bootstrap.servers", self.bootstrap.clone()),
-                ("plugin.path", self.repo.join(plugins).display().to_string()),
-                ("data.dir", data.display().to_string()),
-                ("listeners", "http://127.0.0.1:0".into()),
-                ("offset.flush.interval.ms", "1000".into()),
-                ("key.converter", "string".into()),
-                ("value.converter", "string".into()),
-            ],
-        )?;
+        let mut settings = vec![
+            ("bootstrap.servers", self.bootstrap.clone()),
+            ("plugin.path", self.repo.join(plugins).display().to_string()),
+            ("data.dir", data.display().to_string()),
+            ("listeners", "http://127.0.0.1:0".into()),
+            ("offset.flush.interval.ms", "1000".into()),
+            ("key.converter", "string".into()),
+            ("value.converter", "string".into()),
+        ];
+        if let Job::Density { tasks, .. } = job {
+            // Admission: room for every task in one connector, and a memory budget that is
+            // exactly the sum of their limits.
+            let memory = u64::from(*tasks) * crate::workloads::DENSITY_MEMORY_LIMIT;
+            settings.extend([
+                ("tasks.max.per.worker", tasks.to_string()),
+                ("tasks.max.per.connector", tasks.to_string()),
+                ("sandbox.memory.budget.bytes", memory.to_string()),
+            ]);
+        }
+        write_properties(&worker, &settings)?;
         let connector = dir.join("connector.properties");
         let pairs: Vec<(&str, String)> = match job {
             Job::Source {
@@ -284,6 +292,10 @@ impl Env {
                     (tasks * crate::workloads::DENSITY_RATE_PER_TASK).to_string(),
                 ),
                 ("value.size", "100".into()),
+                (
+                    "sandbox.memory.max.bytes",
+                    crate::workloads::DENSITY_MEMORY_LIMIT.to_string(),
+                ),
             ],
         };
         write_properties(&connector, &pairs)?;

@@ -7,7 +7,7 @@
 //! - start-up: process start to the broker's append time of the first record, warm (compile
 //!   cache filled) and cold (empty data directory);
 //! - peak memory (`VmHWM`) of every run above;
-//! - density: 10, 100 and 1000 low-rate datagen tasks in one worker;
+//! - density: 10, 100, 1000 and 10 000 low-rate datagen tasks in one worker;
 //! - the ceiling: source (1 task) and sink through wasm-connect with plugins that do no work,
 //!   which no real plugin can beat on this host and contract version.
 
@@ -40,6 +40,10 @@ pub struct Run {
 
 /// Records a second each density task is configured to write.
 pub const DENSITY_RATE_PER_TASK: u32 = 1;
+
+/// Each density task's memory limit (`sandbox.memory.max.bytes`): room for datagen's connector
+/// instance to split 10 000 tasks; the worker's memory budget is set to the sum over tasks.
+pub const DENSITY_MEMORY_LIMIT: u64 = 16 << 20;
 
 /// One density run.
 #[derive(Debug, Clone, Serialize)]
@@ -230,7 +234,7 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
     } else if options.smoke {
         (&[10], 3)
     } else {
-        (&[10, 100, 1000], 10)
+        (&[10, 100, 1000, 10_000], 10)
     };
     for &tasks in sizes {
         density.push(suite.density(tasks, Duration::from_secs(seconds)).await?);

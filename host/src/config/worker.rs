@@ -57,9 +57,29 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "Default linear memory limit of a plugin instance.",
     ),
     (
+        "sandbox.memory.reservation.bytes",
+        "(sandbox.memory.max.bytes)",
+        "Address space reserved per instance for its linear memory; no connector's memory limit may exceed it. 4294967296 or more: no bounds checks in plugin code (fastest), at 4 GiB of address space per instance.",
+    ),
+    (
         "sandbox.call.timeout.ms",
         "10000",
         "Default CPU time limit of one call into a plugin.",
+    ),
+    (
+        "tasks.max.per.worker",
+        "(from the machine)",
+        "Most task instances this worker runs; beyond it connectors are refused. Default: the smaller of RAM / 1 MiB and (vm.max_map_count - 4096) / 4.",
+    ),
+    (
+        "tasks.max.per.connector",
+        "(1000)",
+        "Most tasks one connector may ask for (tasks.max); default 1000, or tasks.max.per.worker if lower.",
+    ),
+    (
+        "sandbox.memory.budget.bytes",
+        "(4 x RAM)",
+        "Sum of the memory limits (sandbox.memory.max.bytes) of every task instance; beyond it connectors are refused.",
     ),
     (
         "sandbox.log.lines.per.second",
@@ -158,6 +178,9 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Worker key: address space reserved per instance for its linear memory.
+pub const MEMORY_RESERVATION: &str = "sandbox.memory.reservation.bytes";
+
 /// Prefixes of keys passed to the Kafka clients (as Kafka Connect's `producer.`, `consumer.`).
 pub const CLIENT_PREFIXES: &[&str] = &["producer.", "consumer.", "admin."];
 
@@ -171,6 +194,10 @@ pub struct WorkerConfig {
     /// Converter defaults and other keys connectors inherit (`key.converter`, ...).
     pub converter_defaults: Pairs,
     pub limits: Limits,
+    /// Address space reserved per instance for its linear memory (at least every limit).
+    pub memory_reservation: u64,
+    /// How many tasks, and how much memory their limits claim, the worker admits.
+    pub capacity: crate::herder::CapacityLimits,
     /// Batch sizes, record size and in-flight limits of tasks (connectors may override them).
     pub task: crate::task::RunnerSettings,
     pub topic_creation_enable: bool,
@@ -219,6 +246,10 @@ impl WorkerConfig {
                 tracing::warn!(key = %key, "unknown worker config key (ignored)");
             }
         }
+        let limits = Limits::default()
+            .with_overrides(pairs)
+            .map_err(|m| problems.push(Problem::new("", m)))
+            .unwrap_or_default();
         let mut number = |key: &str, default: u64, min: u64| -> u64 {
             match get(key) {
                 None => default,
@@ -235,6 +266,25 @@ impl WorkerConfig {
             }
         };
         let flush_ms = number("offset.flush.interval.ms", 10_000, 1);
+        let memory_reservation = number(MEMORY_RESERVATION, limits.memory_bytes as u64, 64 * 1024);
+        let machine = crate::herder::CapacityLimits::for_this_machine(memory_reservation);
+        let tasks_per_worker = number(
+            crate::herder::capacity::TASKS_PER_WORKER,
+            u64::from(machine.tasks_per_worker),
+            1,
+        )
+        .min(u64::from(u32::MAX)) as u32;
+        let tasks_per_connector = number(
+            crate::herder::capacity::TASKS_PER_CONNECTOR,
+            u64::from(machine.tasks_per_connector.min(tasks_per_worker)),
+            1,
+        )
+        .min(u64::from(tasks_per_worker)) as u32;
+        let memory_budget = number(
+            crate::herder::capacity::MEMORY_BUDGET,
+            machine.memory_budget,
+            1,
+        );
         let scan_ms = number("plugin.scan.interval.ms", 2000, 10);
         let partitions = number("topic.creation.default.partitions", 1, 1);
         let replication = match get("topic.creation.default.replication.factor") {
@@ -272,10 +322,15 @@ impl WorkerConfig {
         .with_overrides(pairs)
         .map_err(|m| problems.push(Problem::new("", m)))
         .unwrap_or_default();
-        let limits = Limits::default()
-            .with_overrides(pairs)
-            .map_err(|m| problems.push(Problem::new("", m)))
-            .unwrap_or_default();
+        if memory_reservation < limits.memory_bytes as u64 {
+            problems.push(Problem::new(
+                MEMORY_RESERVATION,
+                format!(
+                    "{memory_reservation} is less than sandbox.memory.max.bytes ({}): no instance could have the default memory limit; raise it, or leave it out (it defaults to sandbox.memory.max.bytes)",
+                    limits.memory_bytes
+                ),
+            ));
+        }
         let bootstrap_servers = get("bootstrap.servers")
             .filter(|s| !s.is_empty())
             .map(str::to_owned);
@@ -304,6 +359,12 @@ impl WorkerConfig {
             data_dir: PathBuf::from(get("data.dir").unwrap_or("wasm-connect-data")),
             converter_defaults,
             limits,
+            memory_reservation,
+            capacity: crate::herder::CapacityLimits {
+                tasks_per_worker,
+                tasks_per_connector,
+                memory_budget,
+            },
             task,
             topic_creation_enable,
             topic_default_partitions: partitions.min(i32::MAX as u64) as i32,

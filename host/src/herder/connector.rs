@@ -78,6 +78,9 @@ pub(crate) fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked
             )]
         })?;
     let mut problems = Vec::new();
+    // Before any instance exists: a connector that asks for more tasks than one connector may
+    // have is refused without asking its plugin to split the work.
+    problems.extend(shared.config.capacity.check_tasks_max(config.tasks_max));
     let pairs = config.apply_spec(&plugin.spec).unwrap_or_else(|p| {
         problems.extend(p);
         config.pairs.clone()
@@ -97,6 +100,18 @@ pub(crate) fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked
             problems.push(Problem::new("", m));
             shared.config.limits
         });
+    if limits.memory_bytes as u64 > shared.config.memory_reservation {
+        problems.push(Problem::new(
+            crate::config_keys::MEMORY_MAX_BYTES,
+            format!(
+                "{} is more than this worker reserves for an instance's memory ({} = {}); lower it, or raise {} in the worker config",
+                limits.memory_bytes,
+                crate::config::worker::MEMORY_RESERVATION,
+                shared.config.memory_reservation,
+                crate::config::worker::MEMORY_RESERVATION
+            ),
+        ));
+    }
     let defaults = &shared.config.converter_defaults;
     let key_converter = Converter::configured("key", operator, defaults).unwrap_or_else(|m| {
         problems.push(Problem::new("", m));

@@ -3,6 +3,7 @@
 //! pause, resume, stop, restart, delete, with configs and target states persisted in the data
 //! directory. Standalone mode: every task runs in this process.
 
+pub mod capacity;
 mod connector;
 mod offsets;
 mod progress;
@@ -17,6 +18,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
+pub use capacity::{Capacity, CapacityLimits, Claim};
 pub use connector::RestartPolicy;
 pub use progress::report_progress;
 pub use store::TargetState;
@@ -73,6 +75,8 @@ pub(crate) struct Shared {
     pub producer: Arc<Producer>,
     pub topics: Arc<TopicCreator>,
     pub offsets: Arc<FileOffsetStore>,
+    /// The tasks and memory admitted so far.
+    pub capacity: Capacity,
 }
 
 /// A task's counters, as `GET /connectors/{name}/tasks/{id}/metrics` shows them.
@@ -126,8 +130,11 @@ impl Herder {
     pub async fn start(config: WorkerConfig) -> Result<Arc<Self>, String> {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| format!("data.dir: cannot create {}: {e}", config.data_dir.display()))?;
-        let sandbox = Sandbox::new(Some(config.data_dir.join("compiled")))
-            .map_err(|e| format!("cannot start the WebAssembly engine: {e:#}"))?;
+        let sandbox = Sandbox::with_reservation(
+            Some(config.data_dir.join("compiled")),
+            config.memory_reservation,
+        )
+        .map_err(|e| format!("cannot start the WebAssembly engine: {e:#}"))?;
         let registry = Registry::new(Arc::clone(&sandbox), &config.plugin_path);
         let report = registry.scan().await?;
         tracing::info!(plugins = registry.plugins().len(), skipped = report.failed.len(), dir = %config.plugin_path.display(), "plugins loaded");
@@ -160,6 +167,7 @@ impl Herder {
         )?);
         let offsets = FileOffsetStore::open(config.data_dir.join("offsets.json"))?;
         let store = ConfigStore::new(config.data_dir.join("connectors.json"));
+        let capacity = Capacity::new(config.capacity);
         let persisted = store.load()?;
         let herder = Arc::new(Self {
             shared: Arc::new(Shared {
@@ -170,6 +178,7 @@ impl Herder {
                 producer,
                 topics,
                 offsets,
+                capacity,
             }),
             connectors: Mutex::new(BTreeMap::new()),
             store,
@@ -225,7 +234,13 @@ impl Herder {
                 HerderError::NotFound(format!("Unknown connector plugin {}", config.plugin))
             })?;
         let problems = match prepare(&self.shared, config).await {
-            Ok(_) => Vec::new(),
+            Ok(prepared) => self
+                .shared
+                .capacity
+                .fits(&config.name, claim_of(&prepared))
+                .err()
+                .into_iter()
+                .collect(),
             Err(problems) => problems,
         };
         Ok((plugin, problems))
@@ -288,8 +303,9 @@ impl Herder {
             Some(existing) => (false, existing.target),
             None => (true, TargetState::Running),
         };
-        // Check the new config before touching the running one.
+        // Check the new config, and that its tasks fit, before touching the running one.
         let prepared = self.prepare_or_reject(&config).await?;
+        self.admit(&name, &prepared, target)?;
         if let Some(mut old) = connectors.remove(&name) {
             stop_tasks(&mut old.tasks).await;
         }
@@ -304,6 +320,7 @@ impl Herder {
         let mut connectors = self.connectors.lock().await;
         let mut entry = connectors.remove(name).ok_or_else(|| not_found(name))?;
         stop_tasks(&mut entry.tasks).await;
+        self.shared.capacity.release(name);
         self.persist(&connectors)
     }
 
@@ -412,9 +429,20 @@ impl Herder {
     async fn set_target(&self, name: &str, target: TargetState) -> Result<(), HerderError> {
         let mut connectors = self.connectors.lock().await;
         let entry = connectors.get_mut(name).ok_or_else(|| not_found(name))?;
+        // A stopped connector's tasks come back only if they still fit.
+        if target != TargetState::Stopped
+            && entry.target == TargetState::Stopped
+            && entry.failure.is_none()
+            && let Some(prepared) = entry.prepared.as_ref()
+        {
+            self.admit(name, prepared, target)?;
+        }
         entry.target = target;
         match target {
-            TargetState::Stopped => stop_tasks(&mut entry.tasks).await,
+            TargetState::Stopped => {
+                stop_tasks(&mut entry.tasks).await;
+                self.shared.capacity.release(name);
+            }
             TargetState::Running | TargetState::Paused => {
                 let control = if target == TargetState::Paused {
                     Control::Pause
@@ -446,17 +474,25 @@ impl Herder {
         let connector_failed = entry.failure.is_some();
         if !only_failed || connector_failed {
             match prepare(&self.shared, &entry.config).await {
-                Ok(prepared) => {
-                    let changed = entry.prepared.as_ref().map(|p| &p.task_configs)
-                        != Some(&prepared.task_configs);
-                    entry.prepared = Some(Arc::new(prepared));
-                    entry.failure = None;
-                    if changed || connector_failed {
-                        stop_tasks(&mut entry.tasks).await;
+                Ok(prepared) => match self.admit(name, &prepared, entry.target) {
+                    Ok(()) => {
+                        let changed = entry.prepared.as_ref().map(|p| &p.task_configs)
+                            != Some(&prepared.task_configs);
+                        entry.prepared = Some(Arc::new(prepared));
+                        entry.failure = None;
+                        if changed || connector_failed {
+                            stop_tasks(&mut entry.tasks).await;
+                        }
                     }
-                }
+                    Err(refused) => {
+                        stop_tasks(&mut entry.tasks).await;
+                        self.shared.capacity.release(name);
+                        entry.failure = Some(refused.to_string());
+                    }
+                },
                 Err(problems) => {
                     stop_tasks(&mut entry.tasks).await;
+                    self.shared.capacity.release(name);
                     entry.failure = Some(problems_message(name, &problems));
                 }
             }
@@ -598,14 +634,33 @@ impl Herder {
             .map_err(|p| HerderError::BadRequest(problems_message(&config.name, &p)))
     }
 
-    /// A new entry for a valid config, with its tasks started per `target`.
+    /// A new entry for a valid config whose tasks fit, with its tasks started per `target`.
     async fn build(
         &self,
         config: ConnectorConfig,
         target: TargetState,
     ) -> Result<Entry, HerderError> {
         let prepared = self.prepare_or_reject(&config).await?;
+        self.admit(&config.name, &prepared, target)?;
         Ok(self.build_prepared(config, target, prepared).await)
+    }
+
+    /// Record what `prepared`'s tasks claim for connector `name` (nothing while `target` is
+    /// STOPPED), or refuse with what does not fit and which keys to change.
+    fn admit(
+        &self,
+        name: &str,
+        prepared: &Prepared,
+        target: TargetState,
+    ) -> Result<(), HerderError> {
+        if target == TargetState::Stopped {
+            self.shared.capacity.release(name);
+            return Ok(());
+        }
+        self.shared
+            .capacity
+            .admit(name, claim_of(prepared))
+            .map_err(|p| HerderError::BadRequest(problems_message(name, &[p])))
     }
 
     async fn build_prepared(
@@ -771,6 +826,11 @@ impl Herder {
             kind: kind_name(entry.kind()),
         }
     }
+}
+
+/// What a prepared connector's tasks claim of the worker's capacity.
+fn claim_of(prepared: &Prepared) -> Claim {
+    Claim::new(prepared.task_configs.len(), prepared.limits.memory_bytes)
 }
 
 fn kind_name(kind: Option<World>) -> &'static str {

@@ -57,8 +57,18 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// A sandbox whose compile cache lives in `cache_dir` (none: compile every time).
+    /// A sandbox whose compile cache lives in `cache_dir` (none: compile every time), with
+    /// the default memory reservation.
     pub fn new(cache_dir: Option<PathBuf>) -> anyhow::Result<Arc<Self>> {
+        Self::with_reservation(cache_dir, DEFAULT_MEMORY_RESERVATION)
+    }
+
+    /// A sandbox whose instances each reserve `memory_reservation` bytes of address space for
+    /// their linear memory (see [`configure_memories`]); no instance's memory can grow past it.
+    pub fn with_reservation(
+        cache_dir: Option<PathBuf>,
+        memory_reservation: u64,
+    ) -> anyhow::Result<Arc<Self>> {
         let mut config = wasmtime::Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
@@ -66,6 +76,7 @@ impl Sandbox {
         if std::env::var_os(PERF_MAP_ENV).is_some() {
             config.profiler(wasmtime::ProfilingStrategy::PerfMap);
         }
+        configure_memories(&mut config, memory_reservation);
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
@@ -143,6 +154,48 @@ impl Sandbox {
         });
         Ok(store)
     }
+}
+
+/// The default address space reserved for one instance's linear memory: the default memory
+/// limit ([`Limits::default`]).
+pub const DEFAULT_MEMORY_RESERVATION: u64 = 256 * 1024 * 1024;
+
+/// The size of a WebAssembly page; reservations are whole pages.
+const WASM_PAGE: u64 = 64 * 1024;
+
+/// Address space the engine may reserve per instance beyond its memory reservation: guard
+/// regions around the memory and the async stack the instance's calls run on.
+pub const INSTANCE_ADDRESS_SPACE_OVERHEAD: u64 = 64 * 1024 + 2 * 1024 * 1024 + 4096;
+
+/// How linear memories are laid out in the address space.
+///
+/// A memory is reserved once, at `reservation` bytes (whole pages), and never moves: wasmtime
+/// then compiles bounds checks against a constant and keeps the memory's base in a register.
+/// Memory limits (`sandbox.memory.max.bytes`) can therefore never exceed the reservation; the
+/// herder refuses connectors that ask for more. Below 4 GiB every access is bounds-checked
+/// (with wasmtime's Spectre mitigation, which a multi-tenant host must keep), which costs guest
+/// code some speed (measured in BENCHMARKS.md); 4 GiB or more gives wasmtime's default layout,
+/// 4 GiB plus guard regions per instance and no bounds checks, for the fastest guest code at a
+/// far larger address-space reservation per instance.
+///
+/// Either way a memory's initial contents are copied in rather than mapped copy-on-write from
+/// an image: the mapping would be one more per instance, and the kernel caps mappings per
+/// process (see `herder::capacity`); the copy is a few kilobytes for a typical plugin.
+fn configure_memories(config: &mut wasmtime::Config, reservation: u64) {
+    const FOUR_GIB: u64 = 1 << 32;
+    config.memory_init_cow(false);
+    if reservation >= FOUR_GIB {
+        return;
+    }
+    let reservation = reservation.div_ceil(WASM_PAGE).max(1) * WASM_PAGE;
+    config
+        .memory_reservation(reservation)
+        .memory_may_move(false)
+        .memory_reservation_for_growth(0)
+        .memory_guard_size(WASM_PAGE)
+        // Every access is bounds-checked, so a guard before the memory would only add a
+        // mapping per instance.
+        .guard_before_linear_memory(false);
 }
 
 /// Advance the engine's epoch every tick, for as long as the engine lives.

@@ -5,10 +5,16 @@
 //! bytes unchanged, a null value as `null`, like Kafka's FileStreamSink) and made durable
 //! (`fsync`) when the worker calls `flush`, which then returns the offsets as safe to commit.
 //! The worker must grant the output directory with `sandbox.fs.write`.
+//!
+//! A file is never left with a torn record: a worker killed mid-write can leave the last line
+//! of a file incomplete, so before a task appends to a file it cuts off everything after the
+//! file's last newline. Those bytes belong to records whose offsets were not committed (a
+//! `flush` makes every written line durable before its offsets are returned), so the worker
+//! delivers them again and they are written whole.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 
 use wasm_connect_sdk::{
     Config, ConfigDef, ConfigError, ConfigType, Connector, Error, RecordFailure, Result,
@@ -68,21 +74,30 @@ impl FileSinkTask {
             .replace("{partition}", &partition.to_string())
     }
 
-    /// The writer for `path`, opening the file on first use.
+    /// The writer for `path`, opening (and if need be repairing) the file on first use.
     fn writer(&mut self, path: &str) -> Result<&mut BufWriter<File>> {
         if !self.writers.contains_key(path) {
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|err| {
+            let open = |options: &mut OpenOptions| {
+                options.create(true).open(path).map_err(|err| {
                     Error::from(ConfigError::new(
                         "file",
                         format!(
                             "cannot open {path} for appending: {err}; its directory must exist and be granted with sandbox.fs.write"
                         ),
                     ))
-                })?;
+                })
+            };
+            let mut file = open(OpenOptions::new().read(true).write(true).truncate(false))?;
+            let cut = repair(&mut file)
+                .map_err(|e| Error::retriable(format!("cannot check the end of {path}: {e}")))?;
+            if cut > 0 {
+                wasm_connect_sdk::log::warn(&format!(
+                    "{path}: removed an incomplete last line ({cut} bytes) left by an earlier crash; its record is delivered again"
+                ));
+            }
+            // Written in append mode: even a second writer (which `file` should not have) could
+            // not overwrite what is there.
+            let file = open(OpenOptions::new().append(true))?;
             self.writers
                 .insert(path.to_owned(), BufWriter::with_capacity(256 * 1024, file));
         }
@@ -90,6 +105,37 @@ impl FileSinkTask {
             .get_mut(path)
             .ok_or_else(|| Error::fatal(format!("no writer for {path}")))
     }
+}
+
+/// Cut `file` back to just after its last newline (to nothing if it has none), so the next
+/// write starts a line of its own. Returns how many bytes were cut.
+fn repair(file: &mut File) -> std::io::Result<u64> {
+    let length = file.seek(SeekFrom::End(0))?;
+    let keep = complete_length(file, length)?;
+    if keep < length {
+        file.set_len(keep)?;
+        file.sync_data()?;
+    }
+    Ok(length - keep)
+}
+
+/// The length of the prefix of `file` (of `length` bytes) that ends with its last newline,
+/// read backwards in chunks.
+fn complete_length(file: &mut (impl Read + Seek), length: u64) -> std::io::Result<u64> {
+    const CHUNK: u64 = 64 * 1024;
+    let mut end = length;
+    let mut buf = vec![0u8; CHUNK as usize];
+    while end > 0 {
+        let start = end.saturating_sub(CHUNK);
+        let chunk = &mut buf[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
+            return Ok(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
 }
 
 impl SinkTask for FileSinkTask {
@@ -159,3 +205,31 @@ impl SinkTask for FileSinkTask {
 }
 
 export_sink_connector!(FileSink);
+
+#[cfg(test)]
+mod tests {
+    use super::complete_length;
+    use std::io::Cursor;
+
+    fn kept(bytes: &[u8]) -> u64 {
+        complete_length(&mut Cursor::new(bytes), bytes.len() as u64).unwrap()
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_and_whole_lines_are_kept() {
+        assert_eq!(kept(b""), 0);
+        assert_eq!(kept(b"{\"id\":1}\n"), 9);
+        assert_eq!(kept(b"{\"id\":1}\n{\"id\":2,\"pay"), 9);
+        assert_eq!(kept(b"no newline at all"), 0);
+        assert_eq!(kept(b"a\n\n"), 3);
+    }
+
+    #[test]
+    fn the_last_newline_is_found_across_chunks() {
+        let mut bytes = b"first\n".to_vec();
+        bytes.extend(std::iter::repeat_n(b'x', 200 * 1024));
+        assert_eq!(kept(&bytes), 6);
+        bytes.extend(b"\n");
+        assert_eq!(kept(&bytes), bytes.len() as u64);
+    }
+}
