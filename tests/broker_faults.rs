@@ -13,7 +13,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use wasm_connect_tests::kafka::{self, consume, create_topic, unique_topic};
-use wasm_connect_tests::rest::{block, create, task_metrics, task_status};
+use wasm_connect_tests::rest::{block, create, get, task_metrics, task_status};
 use wasm_connect_tests::worker::{Worker, eventually, lines};
 use wasm_connect_tests::{plugins_with, repo_root};
 
@@ -43,6 +43,48 @@ impl Drop for RestartBroker {
     fn drop(&mut self) {
         kafka_script("start");
     }
+}
+
+/// Whether every task and connector status carries the outage trace, `/health` says degraded
+/// and `/health/ready` answers 503.
+async fn degraded_everywhere(url: &str) -> bool {
+    let mut all = true;
+    for name in ["source", "sink"] {
+        let status = get(url, &format!("/connectors/{name}/status")).await;
+        for trace in [&status["connector"]["trace"], &status["tasks"][0]["trace"]] {
+            all &= trace
+                .as_str()
+                .is_some_and(|t| t.starts_with("Kafka unreachable since "));
+        }
+        all &= status["tasks"][0]["state"] == "RUNNING";
+    }
+    let health = get(url, "/health").await;
+    let ready = reqwest::get(format!("{url}/health/ready"))
+        .await
+        .map(|r| r.status());
+    all && health["status"] == "degraded"
+        && health["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Kafka unreachable"))
+        && ready.ok() == Some(StatusCode::SERVICE_UNAVAILABLE)
+}
+
+/// Whether no status carries the outage trace, `/health` is healthy and `/health/ready` 200.
+async fn normal_everywhere(url: &str) -> bool {
+    let mut all = true;
+    for name in ["source", "sink"] {
+        let status = get(url, &format!("/connectors/{name}/status")).await;
+        all &= status["connector"]["trace"].is_null()
+            && status["tasks"][0]["state"] == "RUNNING"
+            && !status["tasks"][0]["trace"]
+                .as_str()
+                .is_some_and(|t| t.contains("Kafka unreachable"));
+    }
+    let health = get(url, "/health").await;
+    let ready = reqwest::get(format!("{url}/health/ready"))
+        .await
+        .map(|r| r.status());
+    all && health["status"] == "healthy" && ready.ok() == Some(StatusCode::OK)
 }
 
 fn count(metrics: &Value, key: &str) -> u64 {
@@ -79,6 +121,7 @@ async fn a_broker_outage_pauses_the_pipeline_and_loses_nothing() {
     );
 
     let _restart = RestartBroker;
+    let log_before = worker.log_text().len();
     kafka_script("stop");
     // While the broker is away: REST answers, nothing fails, and the source has at most its
     // in-flight budget of records unacknowledged (it stopped polling).
@@ -108,8 +151,43 @@ async fn a_broker_outage_pauses_the_pipeline_and_loses_nothing() {
         count(&during, "records_in") < COUNT,
         "the outage hit mid-run: {during}"
     );
+    // The statuses and health say the cluster is away (the probe notices within seconds).
+    let degraded = eventually(Duration::from_secs(30), || block(degraded_everywhere(&url)));
+    assert!(
+        degraded,
+        "statuses and /health show the outage: {}\n{}",
+        block(get(&url, "/connectors/sink/status")),
+        block(get(&url, "/health"))
+    );
+    let health = reqwest::get(format!("{url}/health")).await.unwrap();
+    assert_eq!(health.status(), StatusCode::OK, "liveness stays 200");
 
+    let outage_log = worker.log_text()[log_before..].to_owned();
     kafka_script("start");
+    // Back to normal: no outage trace, healthy, ready.
+    let normal = eventually(Duration::from_secs(60), || block(normal_everywhere(&url)));
+    assert!(
+        normal,
+        "statuses and /health return to normal: {}\n{}",
+        block(get(&url, "/connectors/sink/status")),
+        block(get(&url, "/health"))
+    );
+    // librdkafka's and the consumer's complaints are rate-limited: a line per kind per 10 s,
+    // not dozens a second.
+    let complaints: Vec<&str> = outage_log
+        .lines()
+        .filter(|l| l.contains("librdkafka") || l.contains("consumer: "))
+        .collect();
+    assert!(
+        complaints.len() <= 40,
+        "{} log lines from the Kafka clients during the outage:\n{}",
+        complaints.len(),
+        complaints.join("\n")
+    );
+    eprintln!(
+        "{} Kafka client log lines during the outage",
+        complaints.len()
+    );
     let done = eventually(Duration::from_secs(120), || {
         let ids: BTreeSet<String> = lines(&out.join("out.txt")).into_iter().collect();
         ids.len() as u64 == COUNT

@@ -1,6 +1,6 @@
 //! End to end against the real Apache Kafka broker: the worker binary moves data between real
 //! plugins and Kafka, survives SIGKILL, redistributes work when tasks.max changes, and rides out
-//! a sink's retriable errors.
+//! a sink's retriable errors; a sink killed mid-stream takes its partition back at once.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -564,5 +564,111 @@ async fn a_sink_writes_every_record_in_order_while_its_partitions_move_between_w
         seen,
         (0..values.len()).collect::<Vec<_>>(),
         "every record written"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sink_killed_mid_stream_takes_its_partition_back_before_its_old_session_expires() {
+    // A long session: a restarted consumer that joined as a new member would wait for the dead
+    // one's session to expire (a minute) before the group gave it the partition. Sink tasks are
+    // static members, so the restarted task rejoins as itself at once.
+    const SESSION: Duration = Duration::from_secs(60);
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique_topic("recover");
+    create_topic(&topic, 1).await;
+    let mut settings = worker_settings();
+    settings.push((
+        "consumer.session.timeout.ms",
+        SESSION.as_millis().to_string(),
+    ));
+    let start = |name: &str| {
+        let home = dir.path().join(name);
+        let out = home.join("out");
+        fs::create_dir_all(&out).unwrap();
+        let connector = home.join("sink.properties");
+        write_properties(
+            &connector,
+            &[
+                ("name", "recover".into()),
+                ("connector.class", "file-sink".into()),
+                ("topics", topic.clone()),
+                ("file", out.join("out.txt").display().to_string()),
+                ("sandbox.fs.write", out.display().to_string()),
+                ("value.converter", "string".into()),
+            ],
+        );
+        let mut worker = Worker::start(&home, &settings, &[connector]);
+        let url = worker.rest_url(Duration::from_secs(120));
+        (worker, url, out.join("out.txt"))
+    };
+    let values: Vec<Vec<u8>> = (0..4000).map(numbered).collect();
+    let (first, second) = values.split_at(2000);
+    produce(&topic, first);
+    let distinct_lines = |path: &Path| {
+        let mut all = lines(path);
+        all.sort();
+        all.dedup();
+        all.len()
+    };
+    let (a, _, out_a) = start("a");
+    assert!(
+        eventually(Duration::from_secs(60), || lines(&out_a).len() >= 2000),
+        "the worker wrote the first records: {}",
+        lines(&out_a).len()
+    );
+    let killed = std::time::Instant::now();
+    a.kill();
+    produce(&topic, second);
+    let (a, url_a, out_a) = start("a");
+    let back = eventually(SESSION, || distinct_lines(&out_a) >= 4000);
+    let took = killed.elapsed();
+    assert!(
+        back,
+        "the restarted task got its partition back and wrote the rest: {} distinct lines\n{}",
+        distinct_lines(&out_a),
+        a.log_text()
+    );
+    assert!(
+        took < SESSION * 3 / 4,
+        "it took {took:?} from the kill, so the group waited for the dead member's session ({SESSION:?})"
+    );
+    eprintln!("partition back and every record written {took:?} after the kill");
+
+    // A second worker in the same group: one partition, so one of the two tasks has none, and
+    // its status says so.
+    let (b, url_b, out_b) = start("b");
+    let idle_trace = |url: &str| {
+        let status = wasm_connect_tests::rest::block(wasm_connect_tests::rest::task_status(
+            url, "recover", 0,
+        ));
+        status["state"] == "RUNNING"
+            && status["trace"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("no partitions assigned"))
+    };
+    let mut idle = None;
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            idle = [("a", &url_a), ("b", &url_b)]
+                .into_iter()
+                .find(|(_, url)| idle_trace(url))
+                .map(|(name, _)| name);
+            idle.is_some()
+        }),
+        "one task has no partition and its status says so"
+    );
+    // The busy one stops in order and leaves the group: the idle one takes over at once.
+    let (busy, idle_out) = if idle == Some("a") {
+        (b, out_a)
+    } else {
+        (a, out_b)
+    };
+    let (status, log) = busy.stop();
+    assert!(status.success(), "{log}");
+    let before = lines(&idle_out).len();
+    produce(&topic, &[numbered(4000)]);
+    assert!(
+        eventually(Duration::from_secs(20), || lines(&idle_out).len() > before),
+        "the other worker took over the partition when the first left"
     );
 }

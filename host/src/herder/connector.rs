@@ -531,6 +531,7 @@ async fn run_once(
                 &shared.bootstrap,
                 &client_id,
                 name,
+                &format!("{client_id}-{}", shared.instance_id),
                 &subscription,
                 &shared.config.consumer,
             )?;

@@ -28,6 +28,7 @@ use self::status::{ConnectorInfo, ConnectorStatus, InstanceState, TaskId, TaskIn
 use self::store::ConfigStore;
 use crate::broker::EmbeddedBroker;
 use crate::config::{ConnectorConfig, WorkerConfig};
+use crate::kafka::health::KafkaHealth;
 use crate::kafka::producer::Producer;
 use crate::kafka::topics::TopicCreator;
 use crate::offsets::FileOffsetStore;
@@ -77,6 +78,11 @@ pub(crate) struct Shared {
     pub offsets: Arc<FileOffsetStore>,
     /// The tasks and memory admitted so far.
     pub capacity: Capacity,
+    /// Whether the Kafka cluster answers.
+    pub health: Arc<KafkaHealth>,
+    /// This worker's identity across restarts (kept in the data directory): part of its sink
+    /// consumers' static group membership ids.
+    pub instance_id: String,
 }
 
 /// A task's counters, as `GET /connectors/{name}/tasks/{id}/metrics` shows them.
@@ -168,6 +174,9 @@ impl Herder {
         let offsets = FileOffsetStore::open(config.data_dir.join("offsets.json"))?;
         let store = ConfigStore::new(config.data_dir.join("connectors.json"));
         let capacity = Capacity::new(config.capacity);
+        let health = Arc::new(KafkaHealth::default());
+        health.watch(&producer);
+        let instance_id = instance_id(&config.data_dir)?;
         let persisted = store.load()?;
         let herder = Arc::new(Self {
             shared: Arc::new(Shared {
@@ -179,6 +188,8 @@ impl Herder {
                 topics,
                 offsets,
                 capacity,
+                health,
+                instance_id,
             }),
             connectors: Mutex::new(BTreeMap::new()),
             store,
@@ -784,6 +795,14 @@ impl Herder {
 
     fn status_of(&self, name: &str, entry: &Entry) -> ConnectorStatus {
         let worker_id = self.shared.config.worker_id.clone();
+        // A RUNNING connector or task says so when the cluster does not answer: its records
+        // wait (nothing is lost) but nothing moves.
+        let outage = self.shared.health.outage().map(|o| {
+            format!(
+                "{}; records wait and are sent once it answers",
+                o.describe()
+            )
+        });
         let connector = match (&entry.failure, entry.target) {
             (Some(trace), _) => InstanceState {
                 state: "FAILED",
@@ -797,7 +816,7 @@ impl Herder {
                     TargetState::Stopped => "STOPPED",
                 },
                 worker_id: worker_id.clone(),
-                trace: None,
+                trace: outage.clone().filter(|_| target == TargetState::Running),
             },
         };
         let tasks = entry
@@ -813,6 +832,14 @@ impl Herder {
                         worker_id: worker_id.clone(),
                         trace: match state {
                             TaskState::Failed(trace) | TaskState::Restarting(trace) => Some(trace),
+                            TaskState::Running => {
+                                let detail = task.metrics.detail();
+                                match (&outage, detail) {
+                                    (Some(o), Some(d)) => Some(format!("{o}; {d}")),
+                                    (Some(o), None) => Some(o.clone()),
+                                    (None, d) => d,
+                                }
+                            }
                             _ => None,
                         },
                     },
@@ -826,6 +853,21 @@ impl Herder {
             kind: kind_name(entry.kind()),
         }
     }
+}
+
+/// The worker's identity across restarts: a random id created in `data_dir` on first start.
+fn instance_id(data_dir: &std::path::Path) -> Result<String, String> {
+    let path = data_dir.join("worker-instance-id");
+    match std::fs::read_to_string(&path) {
+        Ok(id) if !id.trim().is_empty() => return Ok(id.trim().to_owned()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("data.dir: cannot read {}: {e}", path.display())),
+    }
+    let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+    crate::offsets::store::write_atomically(&path, id.as_bytes())
+        .map_err(|e| format!("data.dir: cannot write {}: {e}", path.display()))?;
+    Ok(id)
 }
 
 /// What a prepared connector's tasks claim of the worker's capacity.

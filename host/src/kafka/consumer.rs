@@ -141,17 +141,24 @@ impl Subscription {
 /// fifth of its speed until this was lowered (see BENCHMARKS.md).
 pub const SETTINGS: &[(&str, &str)] = &[("fetch.queue.backoff.ms", "10")];
 
-/// Create and subscribe a consumer for one task of connector `connector`.
+/// Create and subscribe a consumer for one task of connector `connector`, a static member of
+/// its group as `instance_id` (KIP-345): the same task restarted after a crash rejoins as the
+/// same member and gets its partitions back at once, instead of waiting for the dead member's
+/// session to time out. `instance_id` must be unique among the group's live consumers and
+/// stable across restarts of the task; the runner leaves the group explicitly when it stops in
+/// order (`SinkRunner::leave_group`), since static members do not leave on close.
 pub fn create(
     bootstrap: &str,
     client_id: &str,
     connector: &str,
+    instance_id: &str,
     subscription: &Subscription,
     overrides: &[(String, String)],
 ) -> Result<(SinkConsumer, mpsc::UnboundedReceiver<RebalanceEvent>), String> {
     let mut config = super::base_config(bootstrap, client_id);
     config
         .set("group.id", format!("connect-{connector}"))
+        .set("group.instance.id", instance_id)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
@@ -161,6 +168,8 @@ pub fn create(
         config.set(*key, *value);
     }
     super::apply(&mut config, overrides);
+    // Set by the worker per task; a worker-wide value would fence every task but one.
+    config.set("group.instance.id", instance_id);
     let (tx, rx) = mpsc::unbounded_channel();
     let fetch = Arc::new(fetch_queues::Shared::default());
     let consumer: StreamConsumer<SinkContext> = config

@@ -5,8 +5,13 @@ pub mod consumer;
 pub mod delivery;
 pub mod fetch_queues;
 pub mod headers;
+pub mod health;
 pub mod producer;
 pub mod topics;
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::client::ClientContext;
@@ -30,34 +35,130 @@ pub fn apply(config: &mut ClientConfig, overrides: &[(String, String)]) {
     }
 }
 
-/// Routes librdkafka's logs and errors into tracing.
+/// How long repeats of one kind of librdkafka message are held back after it was logged.
+pub const REPEAT_WINDOW: Duration = Duration::from_secs(10);
+
+/// Rate limit for repeated messages: the first of a kind is logged, the repeats within
+/// [`REPEAT_WINDOW`] are only counted, and the next one logged after the window says how many
+/// were held back. During an outage librdkafka reports the same connection failure from every
+/// client many times a second; this keeps that to a line per kind per window.
+#[derive(Debug, Default)]
+pub struct Repeats {
+    seen: Mutex<HashMap<String, (Instant, u64)>>,
+}
+
+impl Repeats {
+    /// Whether to log a message of kind `key` now: `Some(n)` with the repeats held back since
+    /// the last one logged, `None` to hold this one back.
+    pub fn admit(&self, key: &str) -> Option<u64> {
+        self.admit_at(key, Instant::now())
+    }
+
+    fn admit_at(&self, key: &str, now: Instant) -> Option<u64> {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        match seen.get_mut(key) {
+            Some((logged, held)) if now.duration_since(*logged) < REPEAT_WINDOW => {
+                *held += 1;
+                None
+            }
+            Some((logged, held)) => {
+                *logged = now;
+                Some(std::mem::take(held))
+            }
+            None => {
+                // Kinds are few (facilities, error codes), but never let the map grow unbounded.
+                if seen.len() >= 1024 {
+                    seen.clear();
+                }
+                seen.insert(key.to_owned(), (now, 0));
+                Some(0)
+            }
+        }
+    }
+}
+
+/// The repeat limit every Kafka client of the worker shares.
+pub fn repeats() -> &'static Repeats {
+    static REPEATS: OnceLock<Repeats> = OnceLock::new();
+    REPEATS.get_or_init(Repeats::default)
+}
+
+/// " (N more like it held back)" when `held` > 0.
+pub fn held_back(held: u64) -> String {
+    if held == 0 {
+        String::new()
+    } else {
+        format!(
+            " ({held} more like it in the last {} s held back)",
+            REPEAT_WINDOW.as_secs()
+        )
+    }
+}
+
+/// Routes librdkafka's logs and errors into tracing, repeats rate-limited ([`Repeats`]).
 #[derive(Clone, Default)]
 pub struct TracingContext;
 
 impl ClientContext for TracingContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        match level {
-            RDKafkaLogLevel::Emerg
-            | RDKafkaLogLevel::Alert
-            | RDKafkaLogLevel::Critical
-            | RDKafkaLogLevel::Error => {
-                tracing::error!(target: "librdkafka", facility = fac, "{message}")
+        // Debug output is asked for explicitly (`debug` in the client config): all of it.
+        if !matches!(level, RDKafkaLogLevel::Debug) {
+            let Some(held) = repeats().admit(&format!("log:{fac}")) else {
+                return;
+            };
+            let held = held_back(held);
+            match level {
+                RDKafkaLogLevel::Emerg
+                | RDKafkaLogLevel::Alert
+                | RDKafkaLogLevel::Critical
+                | RDKafkaLogLevel::Error => {
+                    tracing::error!(target: "librdkafka", facility = fac, "{message}{held}")
+                }
+                RDKafkaLogLevel::Warning => {
+                    tracing::warn!(target: "librdkafka", facility = fac, "{message}{held}")
+                }
+                _ => tracing::info!(target: "librdkafka", facility = fac, "{message}{held}"),
             }
-            RDKafkaLogLevel::Warning => {
-                tracing::warn!(target: "librdkafka", facility = fac, "{message}")
-            }
-            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
-                tracing::info!(target: "librdkafka", facility = fac, "{message}")
-            }
-            RDKafkaLogLevel::Debug => {
-                tracing::debug!(target: "librdkafka", facility = fac, "{message}")
-            }
+            return;
         }
+        tracing::debug!(target: "librdkafka", facility = fac, "{message}");
     }
 
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
-        tracing::warn!(target: "librdkafka", "{error}: {reason}");
+        let kind = error
+            .rdkafka_error_code()
+            .map_or_else(|| format!("{error}"), |code| format!("{code:?}"));
+        if let Some(held) = repeats().admit(&format!("error:{kind}")) {
+            tracing::warn!(target: "librdkafka", "{error}: {reason}{}", held_back(held));
+        }
     }
 }
 
 impl rdkafka::consumer::ConsumerContext for TracingContext {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeats_within_the_window_are_counted_and_reported_with_the_next_line() {
+        let repeats = Repeats::default();
+        let t0 = Instant::now();
+        assert_eq!(repeats.admit_at("FAIL", t0), Some(0));
+        for i in 1..=40 {
+            assert_eq!(
+                repeats.admit_at("FAIL", t0 + Duration::from_millis(i * 100)),
+                None
+            );
+        }
+        // Another kind is not held back by the first.
+        assert_eq!(
+            repeats.admit_at("ERROR", t0 + Duration::from_secs(1)),
+            Some(0)
+        );
+        assert_eq!(repeats.admit_at("FAIL", t0 + REPEAT_WINDOW), Some(40));
+        assert_eq!(repeats.admit_at("FAIL", t0 + REPEAT_WINDOW * 3), Some(0));
+        assert!(held_back(40).contains("40 more"));
+        assert_eq!(held_back(0), "");
+    }
+}

@@ -19,10 +19,31 @@ pub async fn root(State(herder): State<Arc<Herder>>) -> Json<Value> {
     }))
 }
 
-pub async fn health() -> Json<Value> {
-    Json(
-        json!({"status": "healthy", "message": "Worker has completed startup and is ready to handle requests."}),
-    )
+/// `GET /health`: liveness, Kafka Connect's shape. The worker itself is alive whenever it
+/// answers, so this is 200 even while Kafka is away (a liveness probe must not restart a worker
+/// that waits for its cluster); the body then says `degraded` and why.
+pub async fn health(State(herder): State<Arc<Herder>>) -> Json<Value> {
+    Json(match herder.shared().health.outage() {
+        None => {
+            json!({"status": "healthy", "message": "Worker has completed startup and is ready to handle requests."})
+        }
+        Some(outage) => {
+            json!({"status": "degraded", "message": format!("{}; connectors wait for it", outage.describe())})
+        }
+    })
+}
+
+/// `GET /health/ready`: readiness. 503 while the Kafka cluster does not answer (nothing can
+/// move), 200 otherwise; same body as `/health`.
+pub async fn ready(State(herder): State<Arc<Herder>>) -> (axum::http::StatusCode, Json<Value>) {
+    let degraded = herder.shared().health.outage().is_some();
+    let body = health(State(herder)).await;
+    let code = if degraded {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        axum::http::StatusCode::OK
+    };
+    (code, body)
 }
 
 fn level_json(level: &logging::LoggerLevel) -> Value {

@@ -22,6 +22,7 @@ use error::ApiError;
 pub const ENDPOINTS: &[(&str, &str)] = &[
     ("GET", "/"),
     ("GET", "/health"),
+    ("GET", "/health/ready"),
     ("GET", "/connectors"),
     ("POST", "/connectors"),
     ("GET", "/connectors/{name}"),
@@ -61,6 +62,7 @@ pub fn router(herder: Arc<Herder>, credentials: Arc<auth::Credentials>) -> Route
     Router::new()
         .route("/", get(admin::root))
         .route("/health", get(admin::health))
+        .route("/health/ready", get(admin::ready))
         .route("/connectors", get(c::list).post(c::create))
         .route("/connectors/{name}", get(c::info).delete(c::delete))
         .route(

@@ -125,6 +125,9 @@ pub struct TaskMetrics {
     /// Failed records, skipped records and dead-letter writes (kept across restarts).
     pub errors: std::sync::Arc<crate::errors::ErrorCounts>,
     state: Mutex<TaskState>,
+    /// What a RUNNING task is waiting for, when it is not moving data for a reason outside it
+    /// (no partitions assigned); shown as the status trace.
+    detail: Mutex<Option<String>>,
 }
 
 impl Default for TaskMetrics {
@@ -135,6 +138,7 @@ impl Default for TaskMetrics {
             restarts: AtomicU64::new(0),
             errors: Default::default(),
             state: Mutex::new(TaskState::Unassigned),
+            detail: Mutex::new(None),
         }
     }
 }
@@ -153,6 +157,19 @@ impl TaskMetrics {
     /// Set the state.
     pub fn set_state(&self, state: TaskState) {
         *self.state.lock().unwrap_or_else(|e| e.into_inner()) = state;
+    }
+
+    /// What the task is waiting for, if anything.
+    pub fn detail(&self) -> Option<String> {
+        self.detail
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Say what the task is waiting for (`None`: nothing).
+    pub fn set_detail(&self, detail: Option<String>) {
+        *self.detail.lock().unwrap_or_else(|e| e.into_inner()) = detail;
     }
 }
 

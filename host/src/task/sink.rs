@@ -85,6 +85,9 @@ impl Default for DeadLetters {
 /// A consumed record's key and value bytes.
 type RawRecord = (Option<Vec<u8>>, Option<Vec<u8>>);
 
+/// How long a stopping task waits for its partitions to be revoked before it closes.
+const LEAVE_GRACE: Duration = Duration::from_secs(5);
+
 /// How long a flush waits for dead-letter acknowledgements.
 const DEAD_LETTER_GRACE: Duration = Duration::from_secs(30);
 
@@ -142,6 +145,9 @@ impl SinkRunner {
         if let (Err(_), Err(flush_error)) = (&outcome, &flushed) {
             tracing::warn!(connector = %self.connector, task = self.task, "final flush after failure: {flush_error}");
         }
+        // Its offsets are committed: let the group move its partitions on.
+        self.leave_group().await;
+        self.metrics.set_detail(None);
         if let Err(e) = self.instance.stop().await {
             tracing::warn!(connector = %self.connector, task = self.task, "stop: {e}");
         }
@@ -159,6 +165,7 @@ impl SinkRunner {
     ) -> Result<(), Failure> {
         let mut last_flush = Instant::now();
         let mut paused = false;
+        self.note_assignment();
         // Two batches alternate, one collected while the other is written, so a steady stream
         // of batches allocates nothing for them.
         let mut building = PutBatch::default();
@@ -355,7 +362,39 @@ impl SinkRunner {
     }
 
     fn consumer_error(&self, error: &KafkaError) {
-        tracing::warn!(connector = %self.connector, task = self.task, "consumer: {error}");
+        // Rate-limited: while the cluster is away the consumer reports the same error over and
+        // over.
+        let kind = error
+            .rdkafka_error_code()
+            .map_or_else(|| error.to_string(), |code| format!("{code:?}"));
+        let key = format!("consumer:{}:{}:{kind}", self.connector, self.task);
+        if let Some(held) = crate::kafka::repeats().admit(&key) {
+            tracing::warn!(connector = %self.connector, task = self.task, "consumer: {error}{}", crate::kafka::held_back(held));
+        }
+    }
+
+    /// Show in the task's status whether it has partitions to consume.
+    fn note_assignment(&self) {
+        let assigned = self.consumer.assignment().map_or(0, |a| a.count());
+        self.metrics.set_detail((assigned == 0).then(|| {
+            format!(
+                "no partitions assigned: waiting for consumer group connect-{} to assign some (the group is rebalancing, or has more tasks than partitions)",
+                self.connector
+            )
+        }));
+    }
+
+    /// Leave the consumer group now. Sink consumers are static members (a task restarted after
+    /// a crash takes its partitions back at once), and static members do not leave when they
+    /// close; a task that stops in order leaves, so its partitions move to the rest of the group
+    /// without waiting for its session to time out.
+    async fn leave_group(&self) {
+        self.consumer.unsubscribe();
+        let deadline = Instant::now() + LEAVE_GRACE;
+        // Serving the consumer queue runs the revocation; librdkafka sends the leave after it.
+        while Instant::now() < deadline && self.consumer.assignment().map_or(0, |a| a.count()) > 0 {
+            let _ = tokio::time::timeout(Duration::from_millis(50), self.consumer.recv()).await;
+        }
     }
 
     /// Wait for the plugin's answer on the batch in flight, retry what it could not write,
@@ -565,6 +604,19 @@ impl SinkRunner {
                 })
                 .collect()
         };
+        let outcome = self.rebalanced(event, positions, as_wit).await;
+        self.note_assignment();
+        outcome
+    }
+
+    /// Tell the plugin about a rebalance: `open` what was assigned; flush, commit and `close`
+    /// what was revoked.
+    async fn rebalanced(
+        &mut self,
+        event: RebalanceEvent,
+        positions: &mut BTreeMap<(String, i32), i64>,
+        as_wit: impl Fn(&[(String, i32)]) -> Vec<TopicPartition>,
+    ) -> Result<(), Failure> {
         match event {
             RebalanceEvent::Assigned(parts) => {
                 for (topic, _) in &parts {
