@@ -629,7 +629,7 @@ async fn a_sink_killed_mid_stream_takes_its_partition_back_before_its_old_sessio
         a.log_text()
     );
     assert!(
-        took < SESSION * 3 / 4,
+        took < SESSION / 3,
         "it took {took:?} from the kill, so the group waited for the dead member's session ({SESSION:?})"
     );
     eprintln!("partition back and every record written {took:?} after the kill");
@@ -646,13 +646,19 @@ async fn a_sink_killed_mid_stream_takes_its_partition_back_before_its_old_sessio
                 .as_str()
                 .is_some_and(|t| t.starts_with("no partitions assigned"))
     };
+    // Settled: exactly one says it has no partition, on two looks a second apart (a task also
+    // says so for the moment before its first assignment).
+    let settled = || match (idle_trace(&url_a), idle_trace(&url_b)) {
+        (true, false) => Some("a"),
+        (false, true) => Some("b"),
+        _ => None,
+    };
     let mut idle = None;
     assert!(
         eventually(Duration::from_secs(60), || {
-            idle = [("a", &url_a), ("b", &url_b)]
-                .into_iter()
-                .find(|(_, url)| idle_trace(url))
-                .map(|(name, _)| name);
+            let first = settled();
+            std::thread::sleep(Duration::from_secs(1));
+            idle = first.filter(|_| settled() == first);
             idle.is_some()
         }),
         "one task has no partition and its status says so"

@@ -253,7 +253,7 @@ impl WorkerConfig {
         if get("consumer.group.instance.id").is_some() {
             problems.push(Problem::new(
                 "consumer.group.instance.id",
-                "is set by the worker for each sink task (connect-<connector>-<task>-<worker instance>), so that a task restarted after a crash rejoins its group at once; one value for every consumer would fence all but one of them. Remove it",
+                "is set by the worker for each sink task (wasm-connect-<connector>-<task>-<worker instance>), so that a task restarted after a crash rejoins its group at once; one value for every consumer would fence all but one of them. Remove it",
             ));
         }
         let mut number = |key: &str, default: u64, min: u64| -> u64 {

@@ -440,9 +440,10 @@ impl Herder {
     async fn set_target(&self, name: &str, target: TargetState) -> Result<(), HerderError> {
         let mut connectors = self.connectors.lock().await;
         let entry = connectors.get_mut(name).ok_or_else(|| not_found(name))?;
-        // A stopped connector's tasks come back only if they still fit.
+        // Tasks are started below only for a connector that is not FAILED, and only if they
+        // (still) fit.
         if target != TargetState::Stopped
-            && entry.target == TargetState::Stopped
+            && entry.tasks.is_empty()
             && entry.failure.is_none()
             && let Some(prepared) = entry.prepared.as_ref()
         {
@@ -461,7 +462,9 @@ impl Herder {
                     Control::Run
                 };
                 if entry.tasks.is_empty() {
-                    self.start_tasks(name, entry, control, None).await;
+                    if entry.failure.is_none() {
+                        self.start_tasks(name, entry, control, None).await;
+                    }
                 } else {
                     for task in &entry.tasks {
                         let _ = task.control.send(control);
@@ -485,22 +488,17 @@ impl Herder {
         let connector_failed = entry.failure.is_some();
         if !only_failed || connector_failed {
             match prepare(&self.shared, &entry.config).await {
-                Ok(prepared) => match self.admit(name, &prepared, entry.target) {
-                    Ok(()) => {
-                        let changed = entry.prepared.as_ref().map(|p| &p.task_configs)
-                            != Some(&prepared.task_configs);
-                        entry.prepared = Some(Arc::new(prepared));
-                        entry.failure = None;
-                        if changed || connector_failed {
-                            stop_tasks(&mut entry.tasks).await;
-                        }
-                    }
-                    Err(refused) => {
+                Ok(prepared) => {
+                    // A new split that does not fit is refused; what runs keeps running.
+                    self.admit(name, &prepared, entry.target)?;
+                    let changed = entry.prepared.as_ref().map(|p| &p.task_configs)
+                        != Some(&prepared.task_configs);
+                    entry.prepared = Some(Arc::new(prepared));
+                    entry.failure = None;
+                    if changed || connector_failed {
                         stop_tasks(&mut entry.tasks).await;
-                        self.shared.capacity.release(name);
-                        entry.failure = Some(refused.to_string());
                     }
-                },
+                }
                 Err(problems) => {
                     stop_tasks(&mut entry.tasks).await;
                     self.shared.capacity.release(name);

@@ -74,6 +74,23 @@ pub struct SinkConsumer {
 }
 
 impl SinkConsumer {
+    /// The member id the group coordinator gave this consumer; `None` while it has none
+    /// (before it joined, and from the moment it sends its leave).
+    pub fn member_id(&self) -> Option<String> {
+        let rk = self.consumer.client().native_ptr();
+        // SAFETY: `rk` is the live client this consumer owns; librdkafka returns a copy (or
+        // NULL) that the caller frees with `rd_kafka_mem_free`, done here and nowhere else.
+        unsafe {
+            let id = rdkafka::bindings::rd_kafka_memberid(rk);
+            if id.is_null() {
+                return None;
+            }
+            let text = std::ffi::CStr::from_ptr(id).to_string_lossy().into_owned();
+            rdkafka::bindings::rd_kafka_mem_free(rk, id.cast());
+            (!text.is_empty()).then_some(text)
+        }
+    }
+
     /// The assigned partitions' queues.
     pub fn fetched(&self) -> &FetchQueues {
         &self.fetch

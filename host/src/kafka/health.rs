@@ -2,9 +2,11 @@
 //!
 //! librdkafka hides an outage from its callers: records wait in its queues and are retried, and
 //! connection errors arrive only as log lines. So the worker asks: every [`PROBE_INTERVAL`] a
-//! thread sends a metadata request for no topics (the cheapest request every broker answers)
-//! through the shared producer's client, and records when the cluster stopped answering and
-//! why. The first failure marks the cluster unreachable, the first success marks it back.
+//! thread sends a metadata request for the topics the client already knows (none for a worker
+//! that only runs sinks; a cheap request every broker answers) through the shared producer's
+//! client, and records when the cluster stopped answering and why. [`FAILURES_FOR_OUTAGE`]
+//! failures in a row mark the cluster unreachable (one slow answer under load does not), the
+//! first success marks it back.
 
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex, Weak};
@@ -18,6 +20,8 @@ use super::producer::Producer;
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 /// How long one probe waits for an answer.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Failed probes in a row before the cluster counts as unreachable.
+pub const FAILURES_FOR_OUTAGE: u32 = 2;
 
 /// Since when, and why, the cluster does not answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +50,8 @@ impl Outage {
 #[derive(Debug, Default)]
 pub struct KafkaHealth {
     outage: Mutex<Option<Outage>>,
+    /// Failed probes in a row, and when the first of them was sent.
+    failing: Mutex<(u32, Option<(SystemTime, Instant)>)>,
 }
 
 impl KafkaHealth {
@@ -60,6 +66,21 @@ impl KafkaHealth {
     /// Record a probe's result; logs once when the cluster goes away and once when it is back.
     pub fn record(&self, result: Result<(), String>) {
         let mut outage = self.outage.lock().unwrap_or_else(|e| e.into_inner());
+        let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        let first_failure = match &result {
+            Ok(()) => {
+                *failing = (0, None);
+                None
+            }
+            Err(_) => {
+                let start = *failing.1.get_or_insert((SystemTime::now(), Instant::now()));
+                failing.0 += 1;
+                if failing.0 < FAILURES_FOR_OUTAGE {
+                    return;
+                }
+                Some(start)
+            }
+        };
         match (result, outage.as_ref()) {
             (Ok(()), Some(gone)) => {
                 tracing::warn!(target: "wasm_connect::kafka", "Kafka is reachable again after {} s", gone.since_instant.elapsed().as_secs());
@@ -68,9 +89,11 @@ impl KafkaHealth {
             (Ok(()), None) => {}
             (Err(error), None) => {
                 tracing::warn!(target: "wasm_connect::kafka", "Kafka is unreachable: {error}; statuses say so until it answers again");
+                let (since, since_instant) =
+                    first_failure.unwrap_or((SystemTime::now(), Instant::now()));
                 *outage = Some(Outage {
-                    since: SystemTime::now(),
-                    since_instant: Instant::now(),
+                    since,
+                    since_instant,
                     error,
                 });
             }
@@ -117,7 +140,7 @@ fn probe(producer: &Producer) -> Result<(), String> {
     let mut metadata: *const rdsys::rd_kafka_metadata = std::ptr::null();
     let timeout = PROBE_TIMEOUT.as_millis() as i32;
     // SAFETY: `rk` is the live client `producer` owns for the whole call; with `all_topics` 0
-    // and no topic handle librdkafka asks for brokers only. On success it hands over
+    // and no topic handle librdkafka asks about the topics it knows locally. On success it hands over
     // `metadata`, which is destroyed here and nowhere else.
     let err =
         unsafe { rdsys::rd_kafka_metadata(rk, 0, std::ptr::null_mut(), &mut metadata, timeout) };
@@ -176,6 +199,8 @@ mod tests {
         let health = KafkaHealth::default();
         assert!(health.outage().is_none());
         health.record(Err("Local: Broker transport failure".into()));
+        assert!(health.outage().is_none(), "one failure is not an outage");
+        health.record(Err("Local: Broker transport failure".into()));
         let first = health.outage().unwrap();
         health.record(Err("Local: Timed out".into()));
         let second = health.outage().unwrap();
@@ -183,6 +208,11 @@ mod tests {
         assert_eq!(second.error, "Local: Timed out");
         assert!(second.describe().starts_with("Kafka unreachable since "));
         health.record(Ok(()));
+        assert!(health.outage().is_none());
+        // A failure between successes does not count.
+        health.record(Err("Local: Timed out".into()));
+        health.record(Ok(()));
+        health.record(Err("Local: Timed out".into()));
         assert!(health.outage().is_none());
     }
 }

@@ -103,7 +103,14 @@ impl ClientContext for TracingContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
         // Debug output is asked for explicitly (`debug` in the client config): all of it.
         if !matches!(level, RDKafkaLogLevel::Debug) {
-            let Some(held) = repeats().admit(&format!("log:{fac}")) else {
+            // One kind: same level, facility and text but for numbers (broker ids, ports,
+            // addresses, durations), so distinct messages are never held back for each other.
+            let text: String = message
+                .chars()
+                .filter(|c| !c.is_ascii_digit())
+                .take(120)
+                .collect();
+            let Some(held) = repeats().admit(&format!("log:{}:{fac}:{text}", level as i32)) else {
                 return;
             };
             let held = held_back(held);

@@ -23,21 +23,27 @@ pub async fn root(State(herder): State<Arc<Herder>>) -> Json<Value> {
 /// answers, so this is 200 even while Kafka is away (a liveness probe must not restart a worker
 /// that waits for its cluster); the body then says `degraded` and why.
 pub async fn health(State(herder): State<Arc<Herder>>) -> Json<Value> {
-    Json(match herder.shared().health.outage() {
+    Json(health_body(herder.shared().health.outage()))
+}
+
+fn health_body(outage: Option<crate::kafka::health::Outage>) -> Value {
+    match outage {
         None => {
             json!({"status": "healthy", "message": "Worker has completed startup and is ready to handle requests."})
         }
         Some(outage) => {
             json!({"status": "degraded", "message": format!("{}; connectors wait for it", outage.describe())})
         }
-    })
+    }
 }
 
 /// `GET /health/ready`: readiness. 503 while the Kafka cluster does not answer (nothing can
 /// move), 200 otherwise; same body as `/health`.
 pub async fn ready(State(herder): State<Arc<Herder>>) -> (axum::http::StatusCode, Json<Value>) {
-    let degraded = herder.shared().health.outage().is_some();
-    let body = health(State(herder)).await;
+    // One reading for both, so code and body agree.
+    let outage = herder.shared().health.outage();
+    let degraded = outage.is_some();
+    let body = Json(health_body(outage));
     let code = if degraded {
         axum::http::StatusCode::SERVICE_UNAVAILABLE
     } else {

@@ -391,9 +391,13 @@ impl SinkRunner {
     async fn leave_group(&self) {
         self.consumer.unsubscribe();
         let deadline = Instant::now() + LEAVE_GRACE;
-        // Serving the consumer queue runs the revocation; librdkafka sends the leave after it.
-        while Instant::now() < deadline && self.consumer.assignment().map_or(0, |a| a.count()) > 0 {
+        // Serving the consumer queue runs the revocation; librdkafka sends the leave after it
+        // and clears the member id as it does. Closing then waits for the leave in transit.
+        while Instant::now() < deadline && self.consumer.member_id().is_some() {
             let _ = tokio::time::timeout(Duration::from_millis(50), self.consumer.recv()).await;
+        }
+        if self.consumer.member_id().is_some() {
+            tracing::warn!(connector = %self.connector, task = self.task, "did not leave consumer group connect-{} within {LEAVE_GRACE:?}; its partitions move on once its session times out", self.connector);
         }
     }
 
