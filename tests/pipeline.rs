@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -450,6 +450,27 @@ fn written(dir: &Path) -> BTreeMap<usize, Vec<usize>> {
         .collect()
 }
 
+/// A file-sink connector `name` on `topic` writing `file` (a name, `{partition}` allowed) in
+/// `home/out`, its config in `home/sink.properties`; returns the config's path and the output
+/// directory.
+fn file_sink_in(home: &Path, name: &str, topic: &str, file: &str) -> (PathBuf, PathBuf) {
+    let out = home.join("out");
+    fs::create_dir_all(&out).unwrap();
+    let connector = home.join("sink.properties");
+    write_properties(
+        &connector,
+        &[
+            ("name", name.into()),
+            ("connector.class", "file-sink".into()),
+            ("topics", topic.into()),
+            ("file", format!("{}/{file}", out.display())),
+            ("sandbox.fs.write", out.display().to_string()),
+            ("value.converter", "string".into()),
+        ],
+    );
+    (connector, out)
+}
+
 /// Distinct records written to any of `dirs`.
 fn distinct(dirs: &[&Path]) -> usize {
     let mut all: Vec<usize> = dirs
@@ -471,20 +492,7 @@ async fn a_sink_writes_every_record_in_order_while_its_partitions_move_between_w
     create_topic(&topic, 4).await;
     let start = |name: &str| {
         let home = dir.path().join(name);
-        let out = home.join("out");
-        fs::create_dir_all(&out).unwrap();
-        let connector = home.join("sink.properties");
-        write_properties(
-            &connector,
-            &[
-                ("name", "moves".into()),
-                ("connector.class", "file-sink".into()),
-                ("topics", topic.clone()),
-                ("file", format!("{}/p{{partition}}.txt", out.display())),
-                ("sandbox.fs.write", out.display().to_string()),
-                ("value.converter", "string".into()),
-            ],
-        );
+        let (connector, out) = file_sink_in(&home, "moves", &topic, "p{partition}.txt");
         let mut worker = Worker::start(&home, &worker_settings(), &[connector]);
         worker.wait_for_log("partitions assigned", Duration::from_secs(120));
         (worker, out)
@@ -583,20 +591,7 @@ async fn a_sink_killed_mid_stream_takes_its_partition_back_before_its_old_sessio
     ));
     let start = |name: &str| {
         let home = dir.path().join(name);
-        let out = home.join("out");
-        fs::create_dir_all(&out).unwrap();
-        let connector = home.join("sink.properties");
-        write_properties(
-            &connector,
-            &[
-                ("name", "recover".into()),
-                ("connector.class", "file-sink".into()),
-                ("topics", topic.clone()),
-                ("file", out.join("out.txt").display().to_string()),
-                ("sandbox.fs.write", out.display().to_string()),
-                ("value.converter", "string".into()),
-            ],
-        );
+        let (connector, out) = file_sink_in(&home, "recover", &topic, "out.txt");
         let mut worker = Worker::start(&home, &settings, &[connector]);
         let url = worker.rest_url(Duration::from_secs(120));
         (worker, url, out.join("out.txt"))

@@ -175,7 +175,6 @@ pub fn create(
     let mut config = super::base_config(bootstrap, client_id);
     config
         .set("group.id", format!("connect-{connector}"))
-        .set("group.instance.id", instance_id)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")

@@ -95,6 +95,13 @@ pub fn held_back(held: u64) -> String {
     }
 }
 
+/// What kind of error `error` is, for [`Repeats`]: librdkafka's code, else its text.
+pub fn error_kind(error: &rdkafka::error::KafkaError) -> String {
+    error
+        .rdkafka_error_code()
+        .map_or_else(|| error.to_string(), |code| format!("{code:?}"))
+}
+
 /// Routes librdkafka's logs and errors into tracing, repeats rate-limited ([`Repeats`]).
 #[derive(Clone, Default)]
 pub struct TracingContext;
@@ -132,10 +139,7 @@ impl ClientContext for TracingContext {
     }
 
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
-        let kind = error
-            .rdkafka_error_code()
-            .map_or_else(|| format!("{error}"), |code| format!("{code:?}"));
-        if let Some(held) = repeats().admit(&format!("error:{kind}")) {
+        if let Some(held) = repeats().admit(&format!("error:{}", error_kind(&error))) {
             tracing::warn!(target: "librdkafka", "{error}: {reason}{}", held_back(held));
         }
     }

@@ -85,7 +85,7 @@ impl Default for DeadLetters {
 /// A consumed record's key and value bytes.
 type RawRecord = (Option<Vec<u8>>, Option<Vec<u8>>);
 
-/// How long a stopping task waits for its partitions to be revoked before it closes.
+/// How long a stopping task waits to leave its consumer group before it closes.
 const LEAVE_GRACE: Duration = Duration::from_secs(5);
 
 /// How long a flush waits for dead-letter acknowledgements.
@@ -364,10 +364,12 @@ impl SinkRunner {
     fn consumer_error(&self, error: &KafkaError) {
         // Rate-limited: while the cluster is away the consumer reports the same error over and
         // over.
-        let kind = error
-            .rdkafka_error_code()
-            .map_or_else(|| error.to_string(), |code| format!("{code:?}"));
-        let key = format!("consumer:{}:{}:{kind}", self.connector, self.task);
+        let key = format!(
+            "consumer:{}:{}:{}",
+            self.connector,
+            self.task,
+            crate::kafka::error_kind(error)
+        );
         if let Some(held) = crate::kafka::repeats().admit(&key) {
             tracing::warn!(connector = %self.connector, task = self.task, "consumer: {error}{}", crate::kafka::held_back(held));
         }
