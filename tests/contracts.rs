@@ -162,7 +162,7 @@ async fn every_field_crosses_the_packed_batches_intact() {
     create_topic(&other_topic, 3).await;
     let (worker, url, out) = start_worker(dir.path(), &plugins);
     let source = json!({"connector.class": "every-field-source", "topic": main_topic,
-        "other.topic": other_topic, "count": COUNT.to_string(),
+        "other.topic": other_topic, "sandbox.topics.write": other_topic, "count": COUNT.to_string(),
         "key.converter": "bytes", "value.converter": "bytes"});
     let file = out.join("records.jsonl");
     let sink = json!({"connector.class": "every-field-sink",

@@ -276,7 +276,7 @@ async fn bad_source_records_go_to_the_dlq_under_all_and_fail_the_task_under_none
     create_topic_with(&small, 1, &[("max.message.bytes", "2000")]).await;
     let (worker, url) = start(dir.path(), &[], &["misbehave"]);
     let base = json!({"connector.class": "misbehave", "mode": "poison", "topic": topic, "count": "20",
-        "big.topic": small, "size": "5000", "value.converter": "json", "value.converter.schemas.enable": "false"});
+        "big.topic": small, "sandbox.topics.write": small, "size": "5000", "value.converter": "json", "value.converter.schemas.enable": "false"});
     let tolerant = with(
         &base,
         with(&dlq_settings(&dlq), json!({"bad.json": "3", "big": "7"})),

@@ -8,8 +8,26 @@ pub const FS_WRITE: &str = "sandbox.fs.write";
 pub const MEMORY_MAX_BYTES: &str = "sandbox.memory.max.bytes";
 /// Per-connector override of the CPU deadline of one plugin call, in milliseconds.
 pub const CALL_TIMEOUT_MS: &str = "sandbox.call.timeout.ms";
+/// Per-connector override of the wall-clock deadline of `poll`, `put`, `commit`, `open`,
+/// `close` and `create`, in milliseconds.
+pub const CALL_WALL_TIMEOUT_MS: &str = "sandbox.call.wall.timeout.ms";
+/// Per-connector override of the wall-clock deadline of `flush` and `stop`, in milliseconds.
+pub const FLUSH_WALL_TIMEOUT_MS: &str = "sandbox.flush.wall.timeout.ms";
+/// Per-connector override of the wall-clock deadline of `spec`, `validate` and
+/// `task-configs`, in milliseconds.
+pub const CONFIG_WALL_TIMEOUT_MS: &str = "sandbox.config.wall.timeout.ms";
+/// Per-connector override of how many bytes of output a plugin instance may log per second.
+pub const LOG_BYTES_PER_SECOND: &str = "sandbox.log.bytes.per.second";
+/// Per-connector override of the longest log message or output line, in bytes.
+pub const LOG_MESSAGE_MAX_BYTES: &str = "sandbox.log.message.max.bytes";
+/// Per-connector override of how many handles (files, streams, pollables) an instance may hold.
+pub const HANDLES_MAX: &str = "sandbox.handles.max";
 /// Per-connector override of how many output lines a plugin instance may log per second.
 pub const LOG_LINES_PER_SECOND: &str = "sandbox.log.lines.per.second";
+/// Comma-separated topics a source connector may write to besides `topic` and `topics`.
+pub const TOPICS_WRITE: &str = "sandbox.topics.write";
+/// A regular expression: a source connector may write to the topics it matches whole.
+pub const TOPICS_WRITE_REGEX: &str = "sandbox.topics.write.regex";
 /// The connector's name.
 pub const NAME: &str = "name";
 /// The plugin that implements the connector (its spec name).

@@ -38,27 +38,50 @@ pub(super) async fn run(args: StandaloneArgs) -> anyhow::Result<ExitCode> {
         .map(|p| ConnectorConfig::from_file(p))
         .collect::<Result<Vec<_>, _>>()
         .map_err(anyhow::Error::msg)?;
-    let herder = Herder::start(worker).await.map_err(anyhow::Error::msg)?;
-    // Files on the command line are (re)applied over what an earlier run stored.
-    for (config, path) in connectors.into_iter().zip(&args.connector_configs) {
-        let name = config.name.clone();
-        herder
-            .put_config(config)
-            .await
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        tracing::info!(connector = %name, file = %path.display(), "connector started");
-    }
+    // Signals are heard from here on: a worker stopped while it starts stops at once.
+    let signal = wait_for_signal();
+    tokio::pin!(signal);
+    let herder = tokio::select! {
+        started = Herder::start(worker) => started.map_err(anyhow::Error::msg)?,
+        _ = &mut signal => {
+            println!("stopped while starting.");
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    // REST answers while the plugins load; changes wait for the load.
     let (address, server) = rest::serve(herder.clone(), rest)
         .await
         .map_err(anyhow::Error::msg)?;
-    println!(
-        "wasm-connect is running (Kafka at {}, REST API at http://{address}, data in {}). Press Ctrl-C to stop.",
-        herder.bootstrap(),
-        herder.data_dir().display()
-    );
+    println!("REST API listening at http://{address}; loading plugins...");
+    let loaded = async {
+        herder.load().await.map_err(anyhow::Error::msg)?;
+        // Files on the command line are (re)applied over what an earlier run stored.
+        for (config, path) in connectors.into_iter().zip(&args.connector_configs) {
+            let name = config.name.clone();
+            herder
+                .put_config(config)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            tracing::info!(connector = %name, file = %path.display(), "connector started");
+        }
+        anyhow::Ok(())
+    };
+    let interrupted = tokio::select! {
+        loaded = loaded => { loaded?; false }
+        _ = &mut signal => true,
+    };
+    if !interrupted {
+        println!(
+            "wasm-connect is running (Kafka at {}, REST API at http://{address}, data in {}). Press Ctrl-C to stop.",
+            herder.bootstrap(),
+            herder.data_dir().display()
+        );
+    }
     let progress = (args.progress > 0)
         .then(|| report_progress(herder.clone(), Duration::from_secs(args.progress)));
-    wait_for_signal().await;
+    if !interrupted {
+        signal.await;
+    }
     println!("stopping: flushing offsets...");
     if let Some(p) = progress {
         p.abort();

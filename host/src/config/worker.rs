@@ -67,6 +67,21 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "Default CPU time limit of one call into a plugin.",
     ),
     (
+        "sandbox.call.wall.timeout.ms",
+        "30000",
+        "Default wall-clock deadline of one poll, put, commit, open, close or create call; past it the call and its instance are abandoned and the task fails.",
+    ),
+    (
+        "sandbox.flush.wall.timeout.ms",
+        "60000",
+        "Default wall-clock deadline of one flush or stop call.",
+    ),
+    (
+        "sandbox.config.wall.timeout.ms",
+        "30000",
+        "Default wall-clock deadline of one spec, validate or task-configs call (also when a plugin file is loaded).",
+    ),
+    (
         "tasks.max.per.worker",
         "(from the machine)",
         "Most task instances this worker runs; beyond it connectors are refused. Default: the smaller of RAM / 1 MiB and (vm.max_map_count - 4096) / 4.",
@@ -85,6 +100,21 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "sandbox.log.lines.per.second",
         "100",
         "Default output lines (stdout, stderr, log) a plugin instance may write per second.",
+    ),
+    (
+        "sandbox.log.bytes.per.second",
+        "65536",
+        "Default bytes of output (all lines together) a plugin instance may write per second, in bursts of ten seconds' worth.",
+    ),
+    (
+        "sandbox.log.message.max.bytes",
+        "8192",
+        "Default longest log message or output line of a plugin; longer ones are cut, with a marker saying how much.",
+    ),
+    (
+        "sandbox.handles.max",
+        "1024",
+        "Default most handles (open files, directory streams, streams, pollables) one plugin instance may hold.",
     ),
     (
         "source.poll.max.records",
@@ -140,6 +170,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "worker.id",
         "(hostname:pid)",
         "This worker's id in statuses.",
+    ),
+    (
+        "task.shutdown.graceful.timeout.ms",
+        "5000",
+        "How long a stopping task's plugin may take to finish its call in progress and stop; past it the instance is abandoned (offsets of acknowledged records are still written).",
     ),
     (
         "task.restart.max.attempts",
@@ -272,6 +307,7 @@ impl WorkerConfig {
             }
         };
         let flush_ms = number("offset.flush.interval.ms", 10_000, 1);
+        let shutdown_ms = number(crate::task::settings::SHUTDOWN_GRACE_MS, 5_000, 1);
         let memory_reservation = number(MEMORY_RESERVATION, limits.memory_bytes as u64, 64 * 1024);
         let machine = crate::herder::CapacityLimits::for_this_machine(memory_reservation);
         let tasks_per_worker = number(
@@ -323,6 +359,7 @@ impl WorkerConfig {
             .unwrap_or_default();
         let task = crate::task::RunnerSettings {
             flush_interval: Duration::from_millis(flush_ms),
+            shutdown_grace: Duration::from_millis(shutdown_ms),
             ..Default::default()
         }
         .with_overrides(pairs)

@@ -508,6 +508,7 @@ async fn run_once(
                 settings,
                 metrics: Arc::clone(metrics),
                 topics_used: Arc::clone(topics_used),
+                grant: prepared.grants.topics().clone(),
                 plugin: plugin.spec.name.clone(),
                 errors,
             }

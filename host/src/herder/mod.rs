@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, watch};
 use tokio::task::JoinHandle;
 
 pub use capacity::{Capacity, CapacityLimits, Claim};
@@ -122,7 +122,10 @@ pub struct Herder {
     connectors: Mutex<BTreeMap<String, Entry>>,
     store: ConfigStore,
     _broker: Option<EmbeddedBroker>,
-    _watcher: JoinHandle<()>,
+    /// The plugin directory's watcher, once start-up has scanned it.
+    watcher: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// True once [`Herder::load`] has loaded the plugins and restored the stored connectors.
+    started: watch::Sender<bool>,
 }
 
 fn not_found(name: &str) -> HerderError {
@@ -141,11 +144,8 @@ impl Herder {
             config.memory_reservation,
         )
         .map_err(|e| format!("cannot start the WebAssembly engine: {e:#}"))?;
-        let registry = Registry::new(Arc::clone(&sandbox), &config.plugin_path);
-        let report = registry.scan().await?;
-        tracing::info!(plugins = registry.plugins().len(), skipped = report.failed.len(), dir = %config.plugin_path.display(), "plugins loaded");
-        let watcher = registry.watch(config.plugin_scan_interval);
-
+        let registry =
+            Registry::with_limits(Arc::clone(&sandbox), &config.plugin_path, config.limits);
         let (broker, bootstrap) = match &config.bootstrap_servers {
             Some(servers) => (None, servers.clone()),
             None => {
@@ -177,7 +177,8 @@ impl Herder {
         let health = Arc::new(KafkaHealth::default());
         health.watch(&producer);
         let instance_id = instance_id(&config.data_dir)?;
-        let persisted = store.load()?;
+        // Read now: a stored file that cannot be read stops the start, before REST is up.
+        store.load()?;
         let herder = Arc::new(Self {
             shared: Arc::new(Shared {
                 config,
@@ -194,17 +195,51 @@ impl Herder {
             connectors: Mutex::new(BTreeMap::new()),
             store,
             _broker: broker,
-            _watcher: watcher,
+            watcher: std::sync::Mutex::new(None),
+            started: watch::channel(false).0,
         });
-        for (name, (pairs, target)) in persisted {
+        Ok(herder)
+    }
+
+    /// The rest of start-up, which REST may already serve during: load the plugins (each file
+    /// concurrently, its `spec()` under its deadline, so a file that hangs delays nothing but
+    /// itself), watch the directory, and start the connectors an earlier run stored. Changes
+    /// asked for meanwhile wait for it; reads answer at once.
+    pub async fn load(&self) -> Result<(), String> {
+        let registry = &self.shared.registry;
+        let report = registry.scan().await?;
+        tracing::info!(plugins = registry.plugins().len(), skipped = report.failed.len(), dir = %registry.dir().display(), "plugins loaded");
+        let watcher = registry.watch(self.shared.config.plugin_scan_interval);
+        if let Some(old) = self
+            .watcher
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(watcher)
+        {
+            old.abort();
+        }
+        for (name, (pairs, target)) in self.store.load()? {
             match ConnectorConfig::from_pairs(pairs) {
-                Ok(config) => herder.restore(config, target).await,
+                Ok(config) => self.restore(config, target).await,
                 Err(problems) => {
                     tracing::error!(connector = %name, "stored config is invalid: {}", problems_message(&name, &problems))
                 }
             }
         }
-        Ok(herder)
+        self.started.send_replace(true);
+        Ok(())
+    }
+
+    /// Whether [`Herder::load`] has finished.
+    pub fn is_started(&self) -> bool {
+        *self.started.borrow()
+    }
+
+    /// Wait until start-up has loaded the plugins and restored the stored connectors: a change
+    /// made before then would race the restore (and persist a file without its connectors).
+    pub(crate) async fn until_started(&self) {
+        let mut started = self.started.subscribe();
+        let _ = started.wait_for(|s| *s).await;
     }
 
     /// The Kafka cluster the worker uses (`host:port`).
@@ -237,6 +272,14 @@ impl Herder {
         &self,
         config: &ConnectorConfig,
     ) -> Result<(Arc<crate::plugin::Plugin>, Vec<crate::config::Problem>), HerderError> {
+        let registry = &self.shared.registry;
+        if registry
+            .find(&config.plugin, config.plugin_version.as_deref())
+            .is_none()
+        {
+            // Its plugin may still be loading.
+            self.until_started().await;
+        }
         let plugin = self
             .shared
             .registry
@@ -264,6 +307,7 @@ impl Herder {
         config: ConnectorConfig,
         target: TargetState,
     ) -> Result<ConnectorInfo, HerderError> {
+        self.until_started().await;
         let mut connectors = self.connectors.lock().await;
         if connectors.contains_key(&config.name) {
             return Err(HerderError::Conflict(format!(
@@ -308,6 +352,7 @@ impl Herder {
         &self,
         config: ConnectorConfig,
     ) -> Result<(bool, ConnectorInfo), HerderError> {
+        self.until_started().await;
         let mut connectors = self.connectors.lock().await;
         let name = config.name.clone();
         let (created, target) = match connectors.get(&name) {
@@ -328,6 +373,7 @@ impl Herder {
 
     /// Stop and remove a connector (its offsets stay, as in Kafka Connect).
     pub async fn delete(&self, name: &str) -> Result<(), HerderError> {
+        self.until_started().await;
         let mut connectors = self.connectors.lock().await;
         let mut entry = connectors.remove(name).ok_or_else(|| not_found(name))?;
         stop_tasks(&mut entry.tasks).await;
@@ -438,6 +484,7 @@ impl Herder {
     }
 
     async fn set_target(&self, name: &str, target: TargetState) -> Result<(), HerderError> {
+        self.until_started().await;
         let mut connectors = self.connectors.lock().await;
         let entry = connectors.get_mut(name).ok_or_else(|| not_found(name))?;
         // Tasks are started below only for a connector that is not FAILED, and only if they
@@ -483,6 +530,7 @@ impl Herder {
         include_tasks: bool,
         only_failed: bool,
     ) -> Result<ConnectorStatus, HerderError> {
+        self.until_started().await;
         let mut connectors = self.connectors.lock().await;
         let entry = connectors.get_mut(name).ok_or_else(|| not_found(name))?;
         let connector_failed = entry.failure.is_some();
@@ -539,6 +587,7 @@ impl Herder {
 
     /// Restart one task from its current task config.
     pub async fn restart_task(&self, name: &str, id: u32) -> Result<(), HerderError> {
+        self.until_started().await;
         let mut connectors = self.connectors.lock().await;
         let entry = connectors.get_mut(name).ok_or_else(|| not_found(name))?;
         if id as usize >= entry.tasks.len() {

@@ -183,6 +183,7 @@ impl Herder {
     }
 
     async fn require_stopped(&self, name: &str) -> Result<(), HerderError> {
+        self.until_started().await;
         let connectors = self.connectors.lock().await;
         let entry = connectors.get(name).ok_or_else(|| not_found(name))?;
         if entry.target != TargetState::Stopped {

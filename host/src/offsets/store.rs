@@ -76,19 +76,24 @@ impl FileOffsetStore {
     /// the file holds them (written by this call or by one running concurrently). Unparseable
     /// JSON from a plugin is reported, not stored.
     pub fn commit(&self, connector: &str, offsets: &[(String, String)]) -> Result<(), String> {
-        let version = self.record(connector, offsets)?;
+        let version = self.record(connector, offsets, usize::MAX)?;
         self.write_through(version)
     }
 
     /// [`commit`](Self::commit) from async code: the offsets join memory at once, then the
     /// wait for the file takes one of a few blocking threads. A thousand tasks flushing at the
     /// same moment wait as futures, not as a thousand threads of the blocking pool.
+    ///
+    /// A commit that would give `connector` offsets for more than `max_partitions` source
+    /// partitions in all is refused whole (`sandbox.source.partitions.max`), so no connector
+    /// can grow the store, and the file rewritten at every flush, without bound.
     pub async fn commit_async(
         self: &Arc<Self>,
         connector: &str,
         offsets: &[(String, String)],
+        max_partitions: usize,
     ) -> Result<(), String> {
-        let version = self.record(connector, offsets)?;
+        let version = self.record(connector, offsets, max_partitions)?;
         let _permit = self
             .waiting
             .acquire()
@@ -101,7 +106,12 @@ impl FileOffsetStore {
     }
 
     /// Merge `offsets` of `connector` into memory; the version that holds them.
-    fn record(&self, connector: &str, offsets: &[(String, String)]) -> Result<u64, String> {
+    fn record(
+        &self,
+        connector: &str,
+        offsets: &[(String, String)],
+        max_partitions: usize,
+    ) -> Result<u64, String> {
         let mut parsed = Vec::with_capacity(offsets.len());
         for (partition, offset) in offsets {
             let p: Value = serde_json::from_str(partition)
@@ -111,6 +121,27 @@ impl FileOffsetStore {
             parsed.push((key(connector, &p), o));
         }
         let mut state = self.lock();
+        let new: std::collections::BTreeSet<&String> = parsed
+            .iter()
+            .map(|(k, _)| k)
+            .filter(|k| !state.offsets.contains_key(*k))
+            .collect();
+        if !new.is_empty() && max_partitions != usize::MAX {
+            // Every key of a connector starts with `["<connector>",`.
+            let prefix = json!([connector]).to_string();
+            let prefix = format!("{},", &prefix[..prefix.len() - 1]);
+            let stored = state
+                .offsets
+                .range(prefix.clone()..)
+                .take_while(|(k, _)| k.starts_with(&prefix))
+                .count();
+            if stored + new.len() > max_partitions {
+                return Err(format!(
+                    "connector {connector} has offsets stored for {stored} source partitions; {} more would pass the limit of {max_partitions} (sandbox.source.partitions.max); a connector should reuse a bounded set of source partitions",
+                    new.len()
+                ));
+            }
+        }
         state.offsets.extend(parsed);
         state.version += 1;
         Ok(state.version)
@@ -414,7 +445,11 @@ mod tests {
                 let store = Arc::clone(&store);
                 tokio::spawn(async move {
                     store
-                        .commit_async("c", &[(format!(r#"{{"t":{t}}}"#), r#"{"n":1}"#.into())])
+                        .commit_async(
+                            "c",
+                            &[(format!(r#"{{"t":{t}}}"#), r#"{"n":1}"#.into())],
+                            usize::MAX,
+                        )
                         .await
                 })
             })
@@ -425,6 +460,33 @@ mod tests {
         assert_eq!(
             FileOffsetStore::open(&path).unwrap().offsets_of("c").len(),
             300
+        );
+    }
+
+    #[tokio::test]
+    async fn a_connector_cannot_store_more_partitions_than_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileOffsetStore::open(dir.path().join("offsets.json")).unwrap();
+        let p = |n: u32| (format!(r#"{{"p":{n}}}"#), r#"{"n":1}"#.to_owned());
+        store.commit_async("c", &[p(1), p(2)], 3).await.unwrap();
+        // Another connector's partitions do not count; known partitions always fit.
+        store
+            .commit_async("c2", &[p(1), p(2), p(3)], 3)
+            .await
+            .unwrap();
+        store
+            .commit_async("c", &[p(1), p(2), p(3)], 3)
+            .await
+            .unwrap();
+        let err = store.commit_async("c", &[p(4)], 3).await.unwrap_err();
+        assert!(
+            err.contains("3 source partitions") && err.contains("sandbox.source.partitions.max"),
+            "{err}"
+        );
+        assert_eq!(
+            store.offsets_of("c").len(),
+            3,
+            "nothing of a refused commit is kept"
         );
     }
 }

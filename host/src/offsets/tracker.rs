@@ -100,6 +100,18 @@ pub struct SubmittedRecords {
 }
 
 impl SubmittedRecords {
+    /// Whether a record of source partition `partition` may be submitted while at most `max`
+    /// partitions are tracked: a known partition always, a new one while there is room. The
+    /// tracker never forgets a partition, so this bounds its memory.
+    pub fn admits(&self, partition: &str, max: usize) -> bool {
+        self.partitions.len() < max || self.slots.contains_key(partition)
+    }
+
+    /// How many source partitions are tracked.
+    pub fn partitions(&self) -> usize {
+        self.partitions.len()
+    }
+
     /// Remember a record about to be sent.
     pub fn submit(&mut self, partition: &str, offset: &str) -> Submitted {
         let last = self

@@ -13,7 +13,15 @@ pub use contract::{Version, World};
 pub use spec::{ConfigKey, Kind, PluginSpec};
 
 use crate::sandbox::cache::sha256_hex;
-use crate::sandbox::{ConnectorInstance, InstanceContext, Origin, Sandbox};
+use crate::sandbox::{ConnectorInstance, InstanceContext, Limits, Origin, Sandbox};
+
+/// The largest plugin file the worker reads: a plugin is compiled from memory, so a file
+/// dropped into `plugin.path` must not be able to take the worker's RAM.
+pub const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The largest spec a plugin may describe (as JSON), since it is kept and served by the REST
+/// API for as long as the plugin is loaded.
+pub const MAX_SPEC_BYTES: usize = 1024 * 1024;
 
 /// A loaded, validated plugin.
 pub struct Plugin {
@@ -60,22 +68,40 @@ const WASM_MAGIC: &[u8; 4] = b"\0asm";
 const CORE_MODULE_VERSION: [u8; 4] = [1, 0, 0, 0];
 
 impl Plugin {
-    /// Load the plugin in `path`.
+    /// Load the plugin in `path`, its `spec()` under the default limits.
     pub async fn load(sandbox: &Sandbox, path: &Path) -> Result<Arc<Plugin>, LoadError> {
+        Self::load_within(sandbox, path, Limits::default()).await
+    }
+
+    /// Load the plugin in `path`, its `spec()` under `limits` (memory, CPU and the
+    /// `sandbox.config.wall.timeout.ms` deadline).
+    pub async fn load_within(
+        sandbox: &Sandbox,
+        path: &Path,
+        limits: Limits,
+    ) -> Result<Arc<Plugin>, LoadError> {
         let fail = |reason: String| LoadError {
             path: path.to_owned(),
             reason,
         };
-        let bytes = tokio::fs::read(path)
+        let bytes = read_bounded(path, MAX_FILE_BYTES)
             .await
-            .map_err(|e| fail(format!("cannot read the file: {e}")))?;
-        Self::from_bytes(sandbox, path, &bytes).await.map_err(fail)
+            .map_err(|e| fail(format!("cannot read the file: {e}")))?
+            .ok_or_else(|| {
+                fail(format!(
+                    "the file is larger than {MAX_FILE_BYTES} bytes, the most a plugin may be; it was not read"
+                ))
+            })?;
+        Self::from_bytes(sandbox, path, &bytes, limits)
+            .await
+            .map_err(fail)
     }
 
     async fn from_bytes(
         sandbox: &Sandbox,
         path: &Path,
         bytes: &[u8],
+        limits: Limits,
     ) -> Result<Arc<Plugin>, String> {
         check_header(bytes)?;
         let sha256 = sha256_hex(bytes);
@@ -98,7 +124,10 @@ impl Plugin {
             &component,
             world,
             contract,
-            &InstanceContext::bare(label),
+            &InstanceContext {
+                limits,
+                ..InstanceContext::bare(label)
+            },
         )
         .await
         .map_err(|e| format!("it cannot be instantiated: {e:#}"))?;
@@ -107,6 +136,12 @@ impl Plugin {
             .await
             .map_err(|e| format!("its spec() call failed: {e}"))?
             .into();
+        let size = json_size(&spec);
+        if size > MAX_SPEC_BYTES {
+            return Err(format!(
+                "its spec() is {size} bytes as JSON, over the limit of {MAX_SPEC_BYTES} bytes; a spec names and documents config keys, it should be small"
+            ));
+        }
         check_spec(&spec, world)?;
         Ok(Arc::new(Plugin {
             path: path.to_owned(),
@@ -117,6 +152,39 @@ impl Plugin {
             origin,
             component,
         }))
+    }
+}
+
+/// The file's bytes, or `None` when it is longer than `max` (then at most `max + 1` bytes
+/// were read, whatever its size says, so a file that grows while it is read is caught too).
+async fn read_bounded(path: &Path, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use tokio::io::AsyncReadExt;
+    let file = tokio::fs::File::open(path).await?;
+    let hint = file.metadata().await?.len();
+    if hint > max {
+        return Ok(None);
+    }
+    let mut bytes = Vec::with_capacity(hint as usize);
+    file.take(max + 1).read_to_end(&mut bytes).await?;
+    Ok((bytes.len() as u64 <= max).then_some(bytes))
+}
+
+/// How many bytes `value` takes as JSON, counted without building the text.
+pub(crate) fn json_size(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
     }
 }
 

@@ -10,8 +10,15 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::{Mutex, watch};
 
+use futures::StreamExt;
+
 use crate::plugin::{LoadError, Plugin};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Limits, Sandbox};
+
+/// Files loaded at once by a scan: each waits on its own plugin's `spec()` (under the
+/// wall-clock deadline), so one file that hangs delays neither the others nor the scan
+/// beyond that deadline.
+const CONCURRENT_LOADS: usize = 8;
 
 /// What one scan changed.
 #[derive(Debug, Default)]
@@ -64,6 +71,8 @@ struct Entry {
 pub struct Registry {
     sandbox: Arc<Sandbox>,
     dir: PathBuf,
+    /// The worker's default limits, which a plugin's `spec()` runs under when it is loaded.
+    limits: Limits,
     files: RwLock<BTreeMap<PathBuf, Entry>>,
     scanning: Mutex<()>,
     generation: watch::Sender<u64>,
@@ -72,9 +81,19 @@ pub struct Registry {
 impl Registry {
     /// A registry of the plugins in `dir`; empty until the first [`Registry::scan`].
     pub fn new(sandbox: Arc<Sandbox>, dir: impl Into<PathBuf>) -> Arc<Self> {
+        Self::with_limits(sandbox, dir, Limits::default())
+    }
+
+    /// [`Registry::new`], loading plugins under the worker's `limits`.
+    pub fn with_limits(
+        sandbox: Arc<Sandbox>,
+        dir: impl Into<PathBuf>,
+        limits: Limits,
+    ) -> Arc<Self> {
         Arc::new(Self {
             sandbox,
             dir: dir.into(),
+            limits,
             files: RwLock::new(BTreeMap::new()),
             scanning: Mutex::new(()),
             generation: watch::channel(0).0,
@@ -107,12 +126,19 @@ impl Registry {
             })
             .collect();
 
-        for (path, stamp) in &present {
+        let to_load: Vec<(PathBuf, Stamp)> = present
+            .iter()
+            .filter(|(path, stamp)| !known.iter().any(|(p, s, _)| p == path && s == stamp))
+            .cloned()
+            .collect();
+        // Loaded concurrently, each entered as soon as it is done.
+        let (sandbox, limits) = (Arc::clone(&self.sandbox), self.limits);
+        let mut loading = futures::stream::iter(to_load)
+            .map(move |(path, stamp)| load_one(Arc::clone(&sandbox), path, stamp, limits))
+            .buffer_unordered(CONCURRENT_LOADS);
+        while let Some((path, stamp, loaded)) = loading.next().await {
+            let (path, stamp) = (&path, &stamp);
             let previous = known.iter().find(|(p, _, _)| p == path);
-            if previous.is_some_and(|(_, s, _)| s == stamp) {
-                continue;
-            }
-            let loaded = Plugin::load(&self.sandbox, path).await;
             let previous_sha = previous.and_then(|(_, _, sha)| sha.clone());
             match &loaded {
                 Ok(plugin) if previous_sha.as_deref() == Some(plugin.sha256.as_str()) => {}
@@ -265,6 +291,17 @@ fn version_key(version: &str) -> (Vec<u64>, bool, String) {
 }
 
 /// The `.wasm` regular files directly in `dir`, with their stamps.
+/// Load one file (owned arguments, so the scan's stream of loads borrows nothing).
+async fn load_one(
+    sandbox: Arc<Sandbox>,
+    path: PathBuf,
+    stamp: Stamp,
+    limits: Limits,
+) -> (PathBuf, Stamp, Result<Arc<Plugin>, LoadError>) {
+    let loaded = Plugin::load_within(&sandbox, &path, limits).await;
+    (path, stamp, loaded)
+}
+
 fn list_wasm_files(dir: &Path) -> Result<Vec<(PathBuf, Stamp)>, String> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
         format!(

@@ -23,11 +23,17 @@ pub async fn root(State(herder): State<Arc<Herder>>) -> Json<Value> {
 /// answers, so this is 200 even while Kafka is away (a liveness probe must not restart a worker
 /// that waits for its cluster); the body then says `degraded` and why.
 pub async fn health(State(herder): State<Arc<Herder>>) -> Json<Value> {
-    Json(health_body(herder.shared().health.outage()))
+    Json(health_body(
+        herder.is_started(),
+        herder.shared().health.outage(),
+    ))
 }
 
-fn health_body(outage: Option<crate::kafka::health::Outage>) -> Value {
+fn health_body(started: bool, outage: Option<crate::kafka::health::Outage>) -> Value {
     match outage {
+        _ if !started => {
+            json!({"status": "starting", "message": "Worker is still starting up: loading plugins and restoring connectors."})
+        }
         None => {
             json!({"status": "healthy", "message": "Worker has completed startup and is ready to handle requests."})
         }
@@ -37,13 +43,15 @@ fn health_body(outage: Option<crate::kafka::health::Outage>) -> Value {
     }
 }
 
-/// `GET /health/ready`: readiness. 503 while the Kafka cluster does not answer (nothing can
-/// move), 200 otherwise; same body as `/health`.
+/// `GET /health/ready`: readiness. 503 while the worker starts (plugins load, stored connectors
+/// come back) and while the Kafka cluster does not answer (nothing can move), 200 otherwise;
+/// same body as `/health`.
 pub async fn ready(State(herder): State<Arc<Herder>>) -> (axum::http::StatusCode, Json<Value>) {
     // One reading for both, so code and body agree.
     let outage = herder.shared().health.outage();
-    let degraded = outage.is_some();
-    let body = Json(health_body(outage));
+    let started = herder.is_started();
+    let degraded = outage.is_some() || !started;
+    let body = Json(health_body(started, outage));
     let code = if degraded {
         axum::http::StatusCode::SERVICE_UNAVAILABLE
     } else {

@@ -3,8 +3,11 @@
 //! config into WASI permissions.
 //!
 //! Granted: host directories listed in `sandbox.fs.read` (read-only) and `sandbox.fs.write`
-//! (read-write), visible to the plugin under the same absolute paths. Never granted: the
-//! environment, arguments, stdin, sockets and name lookup. Stdout and stderr go to the logs.
+//! (read-write), visible to the plugin under the same absolute paths; and the topics a source
+//! connector may write to (`topic`, `topics`, `sandbox.topics.write`,
+//! `sandbox.topics.write.regex`), which the source loop checks for every new topic. Never
+//! granted: the environment, arguments, stdin, sockets and name lookup. Stdout and stderr go
+//! to the logs.
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +15,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
 use super::state::Tags;
 use super::stdio::{LogStream, Stream};
-use crate::config_keys::{FS_READ, FS_WRITE};
+use crate::config_keys::{FS_READ, FS_WRITE, TOPICS_WRITE, TOPICS_WRITE_REGEX};
+
+/// Most bytes one `get-random-bytes` call may ask for (wasmtime's default is 64 MiB).
+pub const MAX_RANDOM_REQUEST: u64 = 1024 * 1024;
 
 /// One granted directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,10 +31,93 @@ pub struct DirGrant {
     pub writable: bool,
 }
 
+/// The topics a source connector may write to: the names its operator's config gives in
+/// `topic`, `topics` and `sandbox.topics.write`, and those `sandbox.topics.write.regex` matches
+/// whole. Only these may be written, and so only these may be created.
+#[derive(Debug, Clone, Default)]
+pub struct TopicGrant {
+    names: std::collections::BTreeSet<String>,
+    /// The pattern as configured, and compiled to match whole names.
+    pattern: Option<(String, regex::Regex)>,
+}
+
+impl PartialEq for TopicGrant {
+    fn eq(&self, other: &Self) -> bool {
+        self.names == other.names
+            && self.pattern.as_ref().map(|(p, _)| p) == other.pattern.as_ref().map(|(p, _)| p)
+    }
+}
+
+impl Eq for TopicGrant {}
+
+impl TopicGrant {
+    /// The grant `config` makes; a bad pattern is an error naming the key.
+    pub fn from_config(config: &[(String, String)]) -> Result<Self, String> {
+        let mut grant = TopicGrant::default();
+        for (key, value) in config {
+            match key.as_str() {
+                "topic" => {
+                    let name = value.trim();
+                    if !name.is_empty() {
+                        grant.names.insert(name.to_owned());
+                    }
+                }
+                "topics" | TOPICS_WRITE => grant.names.extend(
+                    value
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_owned),
+                ),
+                TOPICS_WRITE_REGEX if !value.trim().is_empty() => {
+                    let pattern = value.trim();
+                    let compiled = regex::Regex::new(&format!("^(?:{pattern})$"))
+                        .map_err(|e| format!("{TOPICS_WRITE_REGEX}: {pattern:?} is not a valid regular expression: {e}"))?;
+                    grant.pattern = Some((pattern.to_owned(), compiled));
+                }
+                _ => {}
+            }
+        }
+        Ok(grant)
+    }
+
+    /// Whether records may be written to `topic`.
+    pub fn allows(&self, topic: &str) -> bool {
+        self.names.contains(topic)
+            || self
+                .pattern
+                .as_ref()
+                .is_some_and(|(_, compiled)| compiled.is_match(topic))
+    }
+
+    /// What is granted, for errors and `GET /connectors/{name}`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.names.is_empty() {
+            parts.push(
+                self.names
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
+        }
+        if let Some((pattern, _)) = &self.pattern {
+            parts.push(format!("names matching {pattern:?}"));
+        }
+        if parts.is_empty() {
+            "no topic".to_owned()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
 /// The capabilities of one connector's instances.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grants {
     dirs: Vec<DirGrant>,
+    topics: TopicGrant,
 }
 
 impl Grants {
@@ -56,7 +145,15 @@ impl Grants {
                 }
             }
         }
-        Ok(Self { dirs })
+        Ok(Self {
+            dirs,
+            topics: TopicGrant::from_config(config)?,
+        })
+    }
+
+    /// The topics a source connector may write to.
+    pub fn topics(&self) -> &TopicGrant {
+        &self.topics
     }
 
     /// The granted directories.
@@ -82,6 +179,8 @@ impl Grants {
                 stream: Stream::Stderr,
                 budget: budget.clone(),
             })
+            // Random bytes are generated by the host for each call: cap one request.
+            .max_random_size(MAX_RANDOM_REQUEST)
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false);
@@ -173,5 +272,26 @@ mod tests {
         let err =
             Grants::from_config(&cfg(&[(FS_READ, file.path().display().to_string())])).unwrap_err();
         assert!(err.contains("not a directory"), "{err}");
+    }
+
+    #[test]
+    fn topics_are_granted_by_name_and_by_whole_match() {
+        let grant = Grants::from_config(&cfg(&[
+            ("topic", " a ".into()),
+            ("topics", "b,c".into()),
+            (TOPICS_WRITE, "d".into()),
+            (TOPICS_WRITE_REGEX, "logs\\..*".into()),
+        ]))
+        .unwrap();
+        let topics = grant.topics();
+        for ok in ["a", "b", "c", "d", "logs.x"] {
+            assert!(topics.allows(ok), "{ok}");
+        }
+        for refused in ["e", "ab", "x.logs.y", "logs"] {
+            assert!(!topics.allows(refused), "{refused}");
+        }
+        assert!(!Grants::none().topics().allows("a"));
+        let err = Grants::from_config(&cfg(&[(TOPICS_WRITE_REGEX, "(".into())])).unwrap_err();
+        assert!(err.starts_with(TOPICS_WRITE_REGEX), "{err}");
     }
 }

@@ -121,11 +121,22 @@ impl Sandbox {
 
     /// A fresh store for one instance, with its limits, capabilities and deadline handling.
     pub(crate) fn store(&self, ctx: &InstanceContext) -> wasmtime::Result<Store<HostState>> {
-        let log_budget = super::stdio::LogBudget::new(ctx.limits.log_lines_per_second);
+        let limits = &ctx.limits;
+        let log_budget = super::stdio::LogBudget::new(
+            limits.log_lines_per_second,
+            limits.log_bytes_per_second,
+            limits.log_message_max_bytes,
+        );
+        let mut table = wasmtime::component::ResourceTable::new();
+        // Every open file, directory stream, stream and pollable is an entry: this bounds the
+        // host descriptors and memory a plugin can hold.
+        table.set_max_capacity(limits.handles_max);
         let state = HostState {
             wasi: ctx.grants.wasi_ctx(&ctx.tags, &log_budget)?,
             log_budget,
-            table: wasmtime::component::ResourceTable::new(),
+            table,
+            reconfigure_requests: 0,
+            reconfigure_logged: None,
             meter: Meter::new(ctx.limits),
             tags: ctx.tags.clone(),
             offsets: ctx.offsets.clone(),

@@ -3,12 +3,15 @@
 //! state needs no locks and a trap poisons only this instance.
 
 use std::fmt;
+use std::future::Future;
+use std::time::Duration;
 
 use wasmtime::Store;
 use wasmtime::component::{Component, ResourceAny};
 
 use super::bindings::{types, v0_1, v0_2};
 use super::engine::{InstanceContext, Sandbox};
+use super::limits::CallKind;
 use super::put_batch::PutBatch;
 use super::source_batch::{Polled, RecordRef};
 use super::state::HostState;
@@ -18,6 +21,10 @@ pub use types::{
     Config, ConfigError, ConnectorSpec, PluginError, RecordFailure, SourcePosition, SourceRecord,
     TopicPartition, TopicPartitionOffset,
 };
+
+/// The largest task config (keys and values) a connector may return: Kafka's default largest
+/// record, since distributed mode stores each task config as one.
+pub const MAX_TASK_CONFIG_BYTES: usize = 1_000_000;
 
 /// Why a call into a plugin did not return a result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,6 +45,13 @@ pub enum CallError {
     /// The plugin broke the contract (e.g. more task configs or records than allowed).
     #[error("{function}: {message}")]
     Contract {
+        function: &'static str,
+        message: String,
+    },
+    /// The call did not return within its wall-clock deadline: it was abandoned, and the
+    /// instance with it.
+    #[error("{function}: {message}")]
+    Abandoned {
         function: &'static str,
         message: String,
     },
@@ -96,6 +110,63 @@ impl fmt::Display for types::ConnectorKind {
     }
 }
 
+/// The wall-clock deadline of one call.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    kind: CallKind,
+    limit: Duration,
+}
+
+/// The error a call abandoned at its [`Deadline`] ends with.
+#[derive(Debug)]
+struct WallDeadline(Deadline);
+
+impl fmt::Display for WallDeadline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the call did not return within its wall-clock deadline of {} ms ({}); it was abandoned with its instance",
+            self.0.limit.as_millis(),
+            self.0.kind.key()
+        )
+    }
+}
+
+impl std::error::Error for WallDeadline {}
+
+impl Deadline {
+    /// Run `call`, or give up on it when the deadline passes. Giving up drops the call's
+    /// future: wasmtime then unwinds the guest's stack at its next suspension point (an epoch
+    /// yield, at most a tick away, or a host call's await), so whatever the plugin is doing,
+    /// sleeping, waiting on I/O, spinning or calling the host in a loop, ends here.
+    async fn run<T>(self, call: impl Future<Output = wasmtime::Result<T>>) -> wasmtime::Result<T> {
+        match tokio::time::timeout(self.limit, call).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(wasmtime::Error::new(WallDeadline(self))),
+        }
+    }
+}
+
+/// Instantiate under the wall-clock deadline of `kind` (instantiation runs the component's
+/// start functions, which are plugin code).
+async fn instantiate<T>(
+    ctx: &InstanceContext,
+    kind: CallKind,
+    instantiating: impl Future<Output = wasmtime::Result<T>>,
+) -> anyhow::Result<T> {
+    let deadline = Deadline {
+        kind,
+        limit: ctx.limits.wall(kind),
+    };
+    deadline
+        .run(instantiating)
+        .await
+        .map_err(|e| match e.downcast_ref::<WallDeadline>() {
+            Some(late) => anyhow::anyhow!("instantiation: {late}"),
+            None => anyhow::Error::from(e),
+        })
+}
+
 /// The store of one instance plus the poison flag and the call guard.
 struct Guarded {
     store: Store<HostState>,
@@ -103,6 +174,15 @@ struct Guarded {
 }
 
 impl Guarded {
+    /// The wall-clock deadline of a call to `function`.
+    fn deadline(&self, function: &'static str) -> Deadline {
+        let kind = CallKind::of(function);
+        Deadline {
+            kind,
+            limit: self.store.data().meter.limits().wall(kind),
+        }
+    }
+
     /// Arm the CPU deadline for a call, or refuse when the instance is poisoned.
     fn begin(&mut self, function: &'static str) -> Result<&mut Store<HostState>, CallError> {
         if self.poisoned {
@@ -137,12 +217,24 @@ impl Guarded {
 
     fn trap(&mut self, function: &'static str, trap: wasmtime::Error) -> CallError {
         self.poisoned = true;
+        if let Some(late) = trap.downcast_ref::<WallDeadline>() {
+            let message = late.to_string();
+            let tags = &self.store.data().tags;
+            tracing::warn!(connector = %tags.connector, task = %tags.task_label(), "plugin call {function} abandoned: {message}");
+            return CallError::Abandoned { function, message };
+        }
         let meter = &self.store.data().meter;
         let limits = meter.limits();
         let message = if meter.deadline_hit {
             format!(
                 "the call ran longer than its CPU deadline of {} ms (sandbox.call.timeout.ms)",
                 limits.call_timeout.as_millis()
+            )
+        } else if trap_message(&trap).contains("resource table has no free keys") {
+            format!(
+                "the plugin tried to hold more than {} handles (open files, directory streams, streams, pollables) (sandbox.handles.max): {}",
+                limits.handles_max,
+                trap_message(&trap)
             )
         } else if let Some(desired) = meter.memory_denied {
             format!(
@@ -242,18 +334,36 @@ impl ConnectorInstance {
         let linker = sandbox.linker();
         let bindings = match (world, Generation::of(version)?) {
             (World::Source, Generation::V0_1) => ConnectorBindings::SourceV0_1(
-                v0_1::source::SourceConnector::instantiate_async(&mut store, component, linker)
-                    .await?,
+                instantiate(
+                    ctx,
+                    CallKind::Config,
+                    v0_1::source::SourceConnector::instantiate_async(&mut store, component, linker),
+                )
+                .await?,
             ),
             (World::Sink, Generation::V0_1) => ConnectorBindings::SinkV0_1(
-                v0_1::sink::SinkConnector::instantiate_async(&mut store, component, linker).await?,
+                instantiate(
+                    ctx,
+                    CallKind::Config,
+                    v0_1::sink::SinkConnector::instantiate_async(&mut store, component, linker),
+                )
+                .await?,
             ),
             (World::Source, Generation::V0_2) => ConnectorBindings::SourceV0_2(
-                v0_2::source::SourceConnector::instantiate_async(&mut store, component, linker)
-                    .await?,
+                instantiate(
+                    ctx,
+                    CallKind::Config,
+                    v0_2::source::SourceConnector::instantiate_async(&mut store, component, linker),
+                )
+                .await?,
             ),
             (World::Sink, Generation::V0_2) => ConnectorBindings::SinkV0_2(
-                v0_2::sink::SinkConnector::instantiate_async(&mut store, component, linker).await?,
+                instantiate(
+                    ctx,
+                    CallKind::Config,
+                    v0_2::sink::SinkConnector::instantiate_async(&mut store, component, linker),
+                )
+                .await?,
             ),
         };
         Ok(Self {
@@ -268,16 +378,24 @@ impl ConnectorInstance {
     /// The plugin's self-description.
     pub async fn spec(&mut self) -> Result<ConnectorSpec, CallError> {
         const F: &str = "spec";
+        let deadline = self.guard.deadline(F);
         let store = self.guard.begin(F)?;
-        let outcome = on_connector!(&self.bindings, |c| c.call_spec(store).await);
+        let bindings = &self.bindings;
+        let outcome = deadline
+            .run(async { on_connector!(bindings, |c| c.call_spec(store).await) })
+            .await;
         self.guard.finish_infallible(F, outcome)
     }
 
     /// The plugin's own checks of `config`; empty when valid.
     pub async fn validate(&mut self, config: &Config) -> Result<Vec<ConfigError>, CallError> {
         const F: &str = "validate";
+        let deadline = self.guard.deadline(F);
         let store = self.guard.begin(F)?;
-        let outcome = on_connector!(&self.bindings, |c| c.call_validate(store, config).await);
+        let bindings = &self.bindings;
+        let outcome = deadline
+            .run(async { on_connector!(bindings, |c| c.call_validate(store, config).await) })
+            .await;
         self.guard.finish_infallible(F, outcome)
     }
 
@@ -289,11 +407,31 @@ impl ConnectorInstance {
         max_tasks: u32,
     ) -> Result<Vec<Config>, CallError> {
         const F: &str = "task-configs";
+        let deadline = self.guard.deadline(F);
         let store = self.guard.begin(F)?;
-        let outcome = on_connector!(&self.bindings, |c| c
-            .call_task_configs(store, config, max_tasks)
-            .await);
+        let bindings = &self.bindings;
+        let outcome = deadline
+            .run(async {
+                on_connector!(bindings, |c| c
+                    .call_task_configs(store, config, max_tasks)
+                    .await)
+            })
+            .await;
         let configs = self.guard.finish(F, outcome)?;
+        let size = |config: &Config| config.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+        if let Some((index, big)) = configs
+            .iter()
+            .enumerate()
+            .find(|(_, c)| size(c) > MAX_TASK_CONFIG_BYTES)
+        {
+            return Err(CallError::Contract {
+                function: F,
+                message: format!(
+                    "task config {index} is {} bytes, over the limit of {MAX_TASK_CONFIG_BYTES} bytes; a task config says what to read or write, not the data itself",
+                    size(big)
+                ),
+            });
+        }
         if configs.len() > max_tasks as usize {
             return Err(CallError::Contract {
                 function: F,
@@ -350,12 +488,20 @@ impl SourceTaskInstance {
         let linker = sandbox.linker();
         let bindings = match Generation::of(version)? {
             Generation::V0_1 => SourceBindings::V0_1(
-                v0_1::source::SourceConnector::instantiate_async(&mut store, component, linker)
-                    .await?,
+                instantiate(
+                    ctx,
+                    CallKind::Data,
+                    v0_1::source::SourceConnector::instantiate_async(&mut store, component, linker),
+                )
+                .await?,
             ),
             Generation::V0_2 => SourceBindings::V0_2(
-                v0_2::source::SourceConnector::instantiate_async(&mut store, component, linker)
-                    .await?,
+                instantiate(
+                    ctx,
+                    CallKind::Data,
+                    v0_2::source::SourceConnector::instantiate_async(&mut store, component, linker),
+                )
+                .await?,
             ),
         };
         let mut guard = Guarded {
@@ -363,11 +509,14 @@ impl SourceTaskInstance {
             poisoned: false,
         };
         const F: &str = "source-task.create";
+        let deadline = guard.deadline(F);
         let store = match guard.begin(F) {
             Ok(store) => store,
             Err(e) => return Ok(Err(e)),
         };
-        let outcome = on_source_task!(&bindings, |t| t.call_create(store, config).await);
+        let outcome = deadline
+            .run(async { on_source_task!(&bindings, |t| t.call_create(store, config).await) })
+            .await;
         Ok(guard.finish(F, outcome).map(|handle| Self {
             guard,
             bindings,
@@ -389,6 +538,7 @@ impl SourceTaskInstance {
     pub async fn poll_batch(&mut self, max_records: u32) -> Result<Polled, CallError> {
         const F: &str = "poll";
         let max_bytes = self.guard.store.data().meter.limits().memory_bytes;
+        let deadline = self.guard.deadline(F);
         let store = self.guard.begin(F)?;
         let too_many = |count: usize| CallError::Contract {
             function: F,
@@ -398,18 +548,16 @@ impl SourceTaskInstance {
         };
         let polled = match &self.bindings {
             SourceBindings::V0_1(b) => {
-                let outcome = b
-                    .wasm_connect_plugin_source()
-                    .source_task()
-                    .call_poll(store, self.handle, max_records)
+                let call = b.wasm_connect_plugin_source().source_task();
+                let outcome = deadline
+                    .run(call.call_poll(store, self.handle, max_records))
                     .await;
                 Polled::records(self.guard.finish(F, outcome)?, max_bytes)
             }
             SourceBindings::V0_2(b) => {
-                let outcome = b
-                    .wasm_connect_plugin_source()
-                    .source_task()
-                    .call_poll(store, self.handle, max_records)
+                let call = b.wasm_connect_plugin_source().source_task();
+                let outcome = deadline
+                    .run(call.call_poll(store, self.handle, max_records))
                     .await;
                 Polled::packed(self.guard.finish(F, outcome)?, max_bytes)
             }
@@ -423,22 +571,32 @@ impl SourceTaskInstance {
     /// Tell the task these offsets are durably recorded.
     pub async fn commit(&mut self, positions: &[SourcePosition]) -> Result<(), CallError> {
         const F: &str = "commit";
+        let deadline = self.guard.deadline(F);
         let store = self.guard.begin(F)?;
         let handle = self.handle;
-        let outcome = on_source_task!(&self.bindings, |t| t
-            .call_commit(store, handle, positions)
-            .await);
+        let bindings = &self.bindings;
+        let outcome = deadline
+            .run(async {
+                on_source_task!(bindings, |t| t.call_commit(store, handle, positions).await)
+            })
+            .await;
         self.guard.finish(F, outcome)
     }
 
     /// Stop the task and release its resource; the instance is done afterwards.
     pub async fn stop(mut self) -> Result<(), CallError> {
         const F: &str = "stop";
+        let deadline = self.guard.deadline(F);
         let store = self.guard.begin(F)?;
         let handle = self.handle;
-        let outcome = on_source_task!(&self.bindings, |t| t.call_stop(store, handle).await);
+        let bindings = &self.bindings;
+        let outcome = deadline
+            .run(async { on_source_task!(bindings, |t| t.call_stop(store, handle).await) })
+            .await;
         self.guard.finish_infallible(F, outcome)?;
-        let outcome = self.handle.resource_drop_async(&mut self.guard.store).await;
+        let outcome = deadline
+            .run(self.handle.resource_drop_async(&mut self.guard.store))
+            .await;
         self.guard.finish_infallible("source-task.drop", outcome)
     }
 }
@@ -485,10 +643,20 @@ impl SinkTaskInstance {
         let linker = sandbox.linker();
         let bindings = match Generation::of(version)? {
             Generation::V0_1 => SinkBindings::V0_1(
-                v0_1::sink::SinkConnector::instantiate_async(&mut store, component, linker).await?,
+                instantiate(
+                    ctx,
+                    CallKind::Data,
+                    v0_1::sink::SinkConnector::instantiate_async(&mut store, component, linker),
+                )
+                .await?,
             ),
             Generation::V0_2 => SinkBindings::V0_2(
-                v0_2::sink::SinkConnector::instantiate_async(&mut store, component, linker).await?,
+                instantiate(
+                    ctx,
+                    CallKind::Data,
+                    v0_2::sink::SinkConnector::instantiate_async(&mut store, component, linker),
+                )
+                .await?,
             ),
         };
         let mut guard = Guarded {
@@ -496,11 +664,14 @@ impl SinkTaskInstance {
             poisoned: false,
         };
         const F: &str = "sink-task.create";
+        let deadline = guard.deadline(F);
         let store = match guard.begin(F) {
             Ok(store) => store,
             Err(e) => return Ok(Err(e)),
         };
-        let outcome = on_sink_task!(&bindings, |t| t.call_create(store, config).await);
+        let outcome = deadline
+            .run(async { on_sink_task!(&bindings, |t| t.call_create(store, config).await) })
+            .await;
         Ok(guard.finish(F, outcome).map(|handle| Self {
             guard,
             bindings,
@@ -511,22 +682,30 @@ impl SinkTaskInstance {
     /// Partitions assigned to the task.
     pub async fn open(&mut self, partitions: &[TopicPartition]) -> Result<(), CallError> {
         const F: &str = "open";
+        let deadline = self.guard.deadline(F);
         let store = self.guard.begin(F)?;
         let handle = self.handle;
-        let outcome = on_sink_task!(&self.bindings, |t| t
-            .call_open(store, handle, partitions)
-            .await);
+        let bindings = &self.bindings;
+        let outcome = deadline
+            .run(async {
+                on_sink_task!(bindings, |t| t.call_open(store, handle, partitions).await)
+            })
+            .await;
         self.guard.finish(F, outcome)
     }
 
     /// Partitions taken away from the task.
     pub async fn close(&mut self, partitions: &[TopicPartition]) -> Result<(), CallError> {
         const F: &str = "close";
+        let deadline = self.guard.deadline(F);
         let store = self.guard.begin(F)?;
         let handle = self.handle;
-        let outcome = on_sink_task!(&self.bindings, |t| t
-            .call_close(store, handle, partitions)
-            .await);
+        let bindings = &self.bindings;
+        let outcome = deadline
+            .run(async {
+                on_sink_task!(bindings, |t| t.call_close(store, handle, partitions).await)
+            })
+            .await;
         self.guard.finish(F, outcome)
     }
 
@@ -541,17 +720,17 @@ impl SinkTaskInstance {
                     function: F,
                     message,
                 })?;
+                let deadline = self.guard.deadline(F);
                 let store = self.guard.begin(F)?;
-                b.wasm_connect_plugin_sink()
-                    .sink_task()
-                    .call_put(store, handle, &records)
-                    .await
+                let call = b.wasm_connect_plugin_sink().sink_task();
+                deadline.run(call.call_put(store, handle, &records)).await
             }
             SinkBindings::V0_2(b) => {
+                let deadline = self.guard.deadline(F);
                 let store = self.guard.begin(F)?;
-                b.wasm_connect_plugin_sink()
-                    .sink_task()
-                    .call_put(store, handle, batch.as_wit())
+                let call = b.wasm_connect_plugin_sink().sink_task();
+                deadline
+                    .run(call.call_put(store, handle, batch.as_wit()))
                     .await
             }
         };
@@ -585,22 +764,30 @@ impl SinkTaskInstance {
         offsets: &[TopicPartitionOffset],
     ) -> Result<Vec<TopicPartitionOffset>, CallError> {
         const F: &str = "flush";
+        let deadline = self.guard.deadline(F);
         let store = self.guard.begin(F)?;
         let handle = self.handle;
-        let outcome = on_sink_task!(&self.bindings, |t| t
-            .call_flush(store, handle, offsets)
-            .await);
+        let bindings = &self.bindings;
+        let outcome = deadline
+            .run(async { on_sink_task!(bindings, |t| t.call_flush(store, handle, offsets).await) })
+            .await;
         self.guard.finish(F, outcome)
     }
 
     /// Stop the task and release its resource.
     pub async fn stop(mut self) -> Result<(), CallError> {
         const F: &str = "stop";
+        let deadline = self.guard.deadline(F);
         let store = self.guard.begin(F)?;
         let handle = self.handle;
-        let outcome = on_sink_task!(&self.bindings, |t| t.call_stop(store, handle).await);
+        let bindings = &self.bindings;
+        let outcome = deadline
+            .run(async { on_sink_task!(bindings, |t| t.call_stop(store, handle).await) })
+            .await;
         self.guard.finish_infallible(F, outcome)?;
-        let outcome = self.handle.resource_drop_async(&mut self.guard.store).await;
+        let outcome = deadline
+            .run(self.handle.resource_drop_async(&mut self.guard.store))
+            .await;
         self.guard.finish_infallible("sink-task.drop", outcome)
     }
 }

@@ -1,18 +1,60 @@
-//! Per-instance resource limits: linear memory (a store limiter) and CPU time per guest call
-//! (epoch deadlines), with worker-wide defaults that a connector config may override.
+//! Per-instance resource limits: linear memory (a store limiter), CPU time and wall-clock time
+//! per guest call, log volume and handles, with worker-wide defaults that a connector config
+//! may override.
 //!
 //! Guest time is measured at every epoch tick the guest reaches: the wall time since the last
-//! checkpoint, minus the time spent in host calls meanwhile (the store's call hook reports
-//! those), capped at one tick so a guest resumed late by a busy executor is charged at most one
-//! tick for the wait. Host calls therefore cost the guest nothing, however long they take, and a
-//! guest that calls the host in a loop still runs out of time.
+//! checkpoint, minus the waits in host calls meanwhile (the store's call hook reports those),
+//! capped at one tick so a guest resumed late by a busy executor is charged at most one tick
+//! for the wait. A host call that returns within [`HOST_WAIT`] is work the host did for the
+//! plugin (a clock read, random bytes, an offset lookup, a write) and counts as the plugin's
+//! CPU time, so a guest calling the host in a loop runs out of time like a guest spinning; a
+//! longer host call is a wait (a sleep, blocking I/O) and is not CPU time, but every call also
+//! has a wall-clock deadline that bounds waits and work alike.
 
 use std::time::{Duration, Instant};
 
-use crate::config_keys::{CALL_TIMEOUT_MS, LOG_LINES_PER_SECOND, MEMORY_MAX_BYTES};
+use crate::config_keys::{
+    CALL_TIMEOUT_MS, CALL_WALL_TIMEOUT_MS, CONFIG_WALL_TIMEOUT_MS, FLUSH_WALL_TIMEOUT_MS,
+    HANDLES_MAX, LOG_BYTES_PER_SECOND, LOG_LINES_PER_SECOND, LOG_MESSAGE_MAX_BYTES,
+    MEMORY_MAX_BYTES,
+};
 
 /// How often the engine's epoch advances; the granularity of call deadlines.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// A host call that takes longer than this is a wait, not CPU time spent for the plugin.
+pub const HOST_WAIT: Duration = Duration::from_millis(1);
+
+/// Which wall-clock deadline a call into a plugin runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    /// `source-task.create`, `poll`, `commit`, `sink-task.create`, `put`, `open`, `close`.
+    Data,
+    /// `flush` and `stop`: may have a batch's worth of writing to finish.
+    Flush,
+    /// `spec`, `validate` and `task-configs`: answered while a REST caller or the worker waits.
+    Config,
+}
+
+impl CallKind {
+    /// The kind of the plugin function `function`.
+    pub fn of(function: &str) -> Self {
+        match function {
+            "flush" | "stop" => CallKind::Flush,
+            "spec" | "validate" | "task-configs" => CallKind::Config,
+            _ => CallKind::Data,
+        }
+    }
+
+    /// The key that sets this kind's deadline.
+    pub fn key(self) -> &'static str {
+        match self {
+            CallKind::Data => CALL_WALL_TIMEOUT_MS,
+            CallKind::Flush => FLUSH_WALL_TIMEOUT_MS,
+            CallKind::Config => CONFIG_WALL_TIMEOUT_MS,
+        }
+    }
+}
 
 /// Limits applied to one plugin instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,8 +63,20 @@ pub struct Limits {
     pub memory_bytes: usize,
     /// Maximum guest CPU time of one call into the plugin.
     pub call_timeout: Duration,
+    /// Wall-clock time one `poll`, `put`, `commit`, `open`, `close` or `create` may take.
+    pub call_wall: Duration,
+    /// Wall-clock time one `flush` or `stop` may take.
+    pub flush_wall: Duration,
+    /// Wall-clock time one `spec`, `validate` or `task-configs` may take.
+    pub config_wall: Duration,
     /// Lines of output (stdout, stderr, `log`) the instance may write per second.
     pub log_lines_per_second: u32,
+    /// Bytes of output the instance may write per second (all lines together).
+    pub log_bytes_per_second: u32,
+    /// Longest single log message or output line; longer ones are cut with a marker.
+    pub log_message_max_bytes: usize,
+    /// Most handles (open files, directory streams, streams, pollables) the instance may hold.
+    pub handles_max: usize,
 }
 
 impl Default for Limits {
@@ -30,15 +84,30 @@ impl Default for Limits {
         Self {
             memory_bytes: 256 * 1024 * 1024,
             call_timeout: Duration::from_secs(10),
+            call_wall: Duration::from_secs(30),
+            flush_wall: Duration::from_secs(60),
+            config_wall: Duration::from_secs(30),
             log_lines_per_second: 100,
+            log_bytes_per_second: 64 * 1024,
+            log_message_max_bytes: 8 * 1024,
+            handles_max: 1024,
         }
     }
 }
 
 impl Limits {
+    /// The wall-clock deadline of a call of `kind`.
+    pub fn wall(&self, kind: CallKind) -> Duration {
+        match kind {
+            CallKind::Data => self.call_wall,
+            CallKind::Flush => self.flush_wall,
+            CallKind::Config => self.config_wall,
+        }
+    }
+
     /// These limits with the overrides a connector config makes (`sandbox.memory.max.bytes`,
-    /// `sandbox.call.timeout.ms`, `sandbox.log.lines.per.second`); an error names the key and
-    /// the bad value.
+    /// `sandbox.call.timeout.ms`, the wall-clock deadlines, the log budgets,
+    /// `sandbox.handles.max`); an error names the key and the bad value.
     pub fn with_overrides(self, config: &[(String, String)]) -> Result<Self, String> {
         let mut limits = self;
         for (key, value) in config {
@@ -55,9 +124,19 @@ impl Limits {
                     limits.memory_bytes = usize::try_from(parse()?).unwrap_or(usize::MAX)
                 }
                 CALL_TIMEOUT_MS => limits.call_timeout = Duration::from_millis(parse()?),
+                CALL_WALL_TIMEOUT_MS => limits.call_wall = Duration::from_millis(parse()?),
+                FLUSH_WALL_TIMEOUT_MS => limits.flush_wall = Duration::from_millis(parse()?),
+                CONFIG_WALL_TIMEOUT_MS => limits.config_wall = Duration::from_millis(parse()?),
                 LOG_LINES_PER_SECOND => {
                     limits.log_lines_per_second = parse()?.min(u64::from(u32::MAX)) as u32
                 }
+                LOG_BYTES_PER_SECOND => {
+                    limits.log_bytes_per_second = parse()?.min(u64::from(u32::MAX)) as u32
+                }
+                LOG_MESSAGE_MAX_BYTES => {
+                    limits.log_message_max_bytes = usize::try_from(parse()?).unwrap_or(usize::MAX)
+                }
+                HANDLES_MAX => limits.handles_max = usize::try_from(parse()?).unwrap_or(usize::MAX),
                 _ => {}
             }
         }
@@ -118,10 +197,13 @@ impl Meter {
         self.host_entered = Some(Instant::now());
     }
 
-    /// The host call returns to the guest.
+    /// The host call returns to the guest: a wait is credited, work is the guest's.
     pub(crate) fn leave_host(&mut self) {
         if let Some(entered) = self.host_entered.take() {
-            self.host_time += entered.elapsed();
+            let spent = entered.elapsed();
+            if spent > HOST_WAIT {
+                self.host_time += spent;
+            }
         }
     }
 
@@ -222,7 +304,40 @@ mod tests {
     }
 
     #[test]
-    fn meter_runs_out_after_the_budget_and_host_time_is_free() {
+    fn short_host_calls_are_the_guests_time() {
+        let mut meter = Meter::new(Limits::default());
+        meter.start_call();
+        meter.enter_host();
+        meter.leave_host();
+        assert_eq!(meter.host_time, Duration::ZERO, "a quick host call is work");
+        meter.host_entered = Some(Instant::now() - HOST_WAIT * 5);
+        meter.leave_host();
+        assert!(meter.host_time >= HOST_WAIT * 5, "a long one is a wait");
+    }
+
+    #[test]
+    fn call_kinds_have_their_own_deadlines() {
+        let limits = Limits::default()
+            .with_overrides(&cfg(&[(FLUSH_WALL_TIMEOUT_MS, "1234")]))
+            .unwrap();
+        assert_eq!(
+            limits.wall(CallKind::of("flush")),
+            Duration::from_millis(1234)
+        );
+        assert_eq!(
+            limits.wall(CallKind::of("stop")),
+            Duration::from_millis(1234)
+        );
+        assert_eq!(limits.wall(CallKind::of("poll")), Duration::from_secs(30));
+        assert_eq!(
+            limits.wall(CallKind::of("validate")),
+            Duration::from_secs(30)
+        );
+        assert_eq!(CallKind::of("put").key(), CALL_WALL_TIMEOUT_MS);
+    }
+
+    #[test]
+    fn meter_runs_out_after_the_budget_and_waits_are_free() {
         let mut meter = Meter::new(Limits {
             call_timeout: EPOCH_TICK * 3,
             ..Limits::default()

@@ -19,10 +19,61 @@ pub(super) const JSON: u8 = 3;
 /// (the whole batch is checked before any record is used). `max_bytes` (the plugin's memory
 /// limit) caps the bytes the batch's spans describe in all: spans may overlap, so without it a
 /// small batch could make the host copy without end.
+#[cfg(test)]
 pub(super) fn view_source(
     batch: &SourceBatch,
     max_bytes: usize,
 ) -> Result<Vec<RecordRef<'_>>, String> {
+    view_source_within(batch, Budget::memory(max_bytes)).map_err(|e| match e {
+        BatchError::Malformed(m) | BatchError::OverBudget(m) => m,
+    })
+}
+
+/// What a polled batch may cost the host, checked before anything is allocated for its
+/// records.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// The plugin's memory limit: spans may overlap, but a batch may not describe more bytes
+    /// than the plugin may hold.
+    pub memory_bytes: usize,
+    /// `sandbox.batch.max.bytes`: what the batch's records add up to on the host, every
+    /// shared span and header counted each time it is used, with each header reference's
+    /// bookkeeping.
+    pub batch_bytes: usize,
+    /// `sandbox.record.max.headers`: header entries one record may carry.
+    pub record_headers: usize,
+}
+
+impl Budget {
+    /// Only the memory limit.
+    #[cfg(test)]
+    pub fn memory(memory_bytes: usize) -> Self {
+        Budget {
+            memory_bytes,
+            batch_bytes: usize::MAX,
+            record_headers: usize::MAX,
+        }
+    }
+}
+
+/// Why a polled batch was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchError {
+    /// It breaks a rule of `batch.wit`.
+    Malformed(String),
+    /// It keeps the rules but would cost the host more than its [`Budget`].
+    OverBudget(String),
+}
+
+/// Host bytes one header reference costs besides its key and value (a borrowed key and value).
+const HEADER_REF_BYTES: u64 = std::mem::size_of::<HeaderRef<'static>>() as u64;
+
+/// [`view_source`] within `budget`.
+pub(super) fn view_source_within(
+    batch: &SourceBatch,
+    budget: Budget,
+) -> Result<Vec<RecordRef<'_>>, BatchError> {
+    let malformed = BatchError::Malformed;
     let n = batch.topic.len();
     let lengths = [
         ("partition", batch.partition.len()),
@@ -41,9 +92,18 @@ pub(super) fn view_source(
         ("header-ranges.count", batch.header_ranges.count.len()),
     ];
     if let Some((list, len)) = lengths.iter().find(|(_, len)| *len != n) {
-        return Err(format!(
+        return Err(malformed(format!(
             "its {list} list has {len} entries but the batch has {n} records (entries in topic)"
-        ));
+        )));
+    }
+    // Before anything is allocated per record: a header list shared by every record is cheap
+    // for the plugin to return and costs the host once per record.
+    if let Some(i) = (0..n).find(|&i| batch.header_ranges.count[i] as usize > budget.record_headers)
+    {
+        return Err(BatchError::OverBudget(format!(
+            "record {i} of the batch has {} headers, over the limit of {} (sandbox.record.max.headers)",
+            batch.header_ranges.count[i], budget.record_headers
+        )));
     }
     let reader = Reader::whole_batch(&batch.data, &batch.headers);
     // Every header is checked, even one no record points to: the rules hold for the batch.
@@ -54,13 +114,20 @@ pub(super) fn view_source(
                 Some(v) => reader.bytes(v, "value").map(drop),
                 None => Ok(()),
             });
-        checked.map_err(|problem| format!("header {index} of the batch: {problem}"))?;
+        checked.map_err(|problem| malformed(format!("header {index} of the batch: {problem}")))?;
     }
     let described = described_bytes(batch);
+    let max_bytes = budget.memory_bytes;
     if described > max_bytes as u64 {
-        return Err(format!(
+        return Err(malformed(format!(
             "its spans add up to {described} bytes, over the plugin's memory limit of {max_bytes} bytes (sandbox.memory.max.bytes); spans may overlap, but a batch may not describe more bytes than the plugin may hold"
-        ));
+        )));
+    }
+    if described > budget.batch_bytes as u64 {
+        return Err(BatchError::OverBudget(format!(
+            "its records add up to {described} bytes on the host (every shared span and header counted each time a record uses it), over the limit of {} bytes (sandbox.batch.max.bytes); return smaller batches",
+            budget.batch_bytes
+        )));
     }
     // Sized up front: collecting `Result`s would grow the vector by doubling, copying it.
     let mut records = Vec::with_capacity(n);
@@ -68,7 +135,7 @@ pub(super) fn view_source(
     for i in 0..n {
         let record = reader
             .record_ref(batch, i, &mut last_partition)
-            .map_err(|problem| format!("record {i} of the batch: {problem}"))?;
+            .map_err(|problem| malformed(format!("record {i} of the batch: {problem}")))?;
         records.push(record);
     }
     Ok(records)
@@ -90,7 +157,9 @@ fn described_bytes(batch: &SourceBatch) -> u64 {
             let headers: u64 = first
                 .checked_add(count)
                 .and_then(|end| header_bytes.get(first..end))
-                .map_or(0, |h| h.iter().sum());
+                .map_or(0, |h| {
+                    h.iter().sum::<u64>() + HEADER_REF_BYTES * count as u64
+                });
             let data = |column: &DataColumn| match column.kind[i] {
                 NULL => 0,
                 _ => u64::from(column.len[i]),
@@ -314,18 +383,61 @@ mod tests {
     #[test]
     fn overlapping_spans_cannot_describe_more_than_the_memory_limit() {
         let mut batch = source_batch();
-        // Both records' values cover all 26 bytes: with the texts and the header, over 60.
+        // Both records' values cover all 26 bytes: with the texts and the header (its bytes
+        // and its reference), over 100.
         batch.value.kind = vec![BYTES, BYTES];
         batch.value.start = vec![0, 0];
         batch.value.len = vec![26, 26];
-        let err = unpack_source(batch, 60).unwrap_err();
+        let err = unpack_source(batch, 100).unwrap_err();
         assert!(
-            err.contains("spans add up to") && err.contains("memory limit of 60 bytes"),
+            err.contains("spans add up to") && err.contains("memory limit of 100 bytes"),
             "{err}"
         );
         assert!(
-            unpack_source(source_batch(), 60).is_ok(),
+            unpack_source(source_batch(), 100).is_ok(),
             "within the limit"
+        );
+    }
+
+    #[test]
+    fn a_shared_header_list_is_paid_for_by_every_record_that_uses_it() {
+        // Two records sharing one header list of 1000 empty headers: 8 bytes of guest data,
+        // but 2000 header references on the host.
+        let mut batch = source_batch();
+        batch.data.extend_from_slice(b"");
+        batch.headers = vec![
+            PackedHeader {
+                key: Span { start: 0, len: 0 },
+                value: None,
+            };
+            1000
+        ];
+        batch.header_ranges = HeaderRanges {
+            first: vec![0, 0],
+            count: vec![1000, 1000],
+        };
+        let budget = |batch_bytes, record_headers| Budget {
+            memory_bytes: LIMIT,
+            batch_bytes,
+            record_headers,
+        };
+        let over = |b: Budget| match view_source_within(&batch, b) {
+            Err(BatchError::OverBudget(m)) => m,
+            other => panic!("{:?}", other.map(|r| r.len())),
+        };
+        let m = over(budget(LIMIT, 999));
+        assert!(
+            m.contains("record 0 of the batch has 1000 headers, over the limit of 999 (sandbox.record.max.headers)"),
+            "{m}"
+        );
+        let m = over(budget(2000 * 32, 1000));
+        assert!(
+            m.contains("over the limit of 64000 bytes (sandbox.batch.max.bytes)"),
+            "{m}"
+        );
+        assert_eq!(
+            view_source_within(&batch, budget(LIMIT, 1000)).map(|r| r.len()),
+            Ok(2)
         );
     }
 

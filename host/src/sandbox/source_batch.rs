@@ -70,13 +70,39 @@ impl Polled {
     /// Every record, borrowed; a packed batch that breaks a rule of the contract is refused
     /// whole (a contract violation of `poll`), before any record is used.
     pub fn read(&self) -> Result<Vec<RecordRef<'_>>, CallError> {
+        self.read_within(usize::MAX, usize::MAX)
+    }
+
+    /// [`Polled::read`], refusing a packed batch whose records would add up to more than
+    /// `batch_bytes` on the host or carry more than `record_headers` headers each, before
+    /// anything is allocated for them (a 0.1.0 batch arrives as records, already bounded by
+    /// the plugin's memory limit).
+    pub fn read_within(
+        &self,
+        batch_bytes: usize,
+        record_headers: usize,
+    ) -> Result<Vec<RecordRef<'_>>, CallError> {
+        use super::packed::{BatchError, Budget};
         match &self.batch {
             Batch::Records(records) => Ok(records.iter().map(RecordRef::from).collect()),
             Batch::Packed(batch) => {
-                super::packed::view_source(batch, self.max_bytes).map_err(|message| {
+                let budget = Budget {
+                    memory_bytes: self.max_bytes,
+                    batch_bytes,
+                    record_headers,
+                };
+                super::packed::view_source_within(batch, budget).map_err(|e| {
+                    let message = match e {
+                        BatchError::Malformed(m) => {
+                            format!("the task returned a malformed batch: {m}")
+                        }
+                        BatchError::OverBudget(m) => {
+                            format!("the task returned a batch over the worker's limits: {m}")
+                        }
+                    };
                     CallError::Contract {
                         function: "poll",
-                        message: format!("the task returned a malformed batch: {message}"),
+                        message,
                     }
                 })
             }

@@ -56,7 +56,14 @@ pub struct HostState {
     pub(crate) reconfigure: Arc<Notify>,
     /// Shared with stdout and stderr.
     pub(crate) log_budget: Arc<super::stdio::LogBudget>,
+    /// Reconfiguration requests since the last line that reported them.
+    pub(crate) reconfigure_requests: u64,
+    /// When reconfiguration requests were last logged.
+    pub(crate) reconfigure_logged: Option<std::time::Instant>,
 }
+
+/// Reconfiguration requests of one instance are logged at most this often.
+pub const RECONFIGURE_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
@@ -68,9 +75,11 @@ impl WasiView for HostState {
 }
 
 impl HostState {
-    /// The `log` import of every contract version: one event tagged with connector and task.
+    /// The `log` import of every contract version: one event tagged with connector and task,
+    /// cut to `sandbox.log.message.max.bytes`.
     fn log_event(&self, level: tracing::Level, message: &str) {
-        if !self.log_budget.admit_line(&self.tags) {
+        let message = self.log_budget.cut(message, message.len());
+        if !self.log_budget.admit_line(&self.tags, message.len()) {
             return;
         }
         let (connector, task) = (&self.tags.connector, self.tags.task_label());
@@ -93,10 +102,23 @@ impl HostState {
         }
     }
 
-    /// The `context.request-reconfiguration` import of every contract version.
-    fn notify_reconfiguration(&self) {
-        tracing::info!(connector = %self.tags.connector, task = %self.tags.task_label(), "plugin requested a task reconfiguration");
+    /// The `context.request-reconfiguration` import of every contract version. Requests
+    /// coalesce (the herder acts once on any number), and the log says so at most once per
+    /// [`RECONFIGURE_LOG_INTERVAL`], with the count, so a plugin asking in a loop costs a line
+    /// every few seconds.
+    fn notify_reconfiguration(&mut self) {
         self.reconfigure.notify_one();
+        self.reconfigure_requests += 1;
+        let now = std::time::Instant::now();
+        if self
+            .reconfigure_logged
+            .is_some_and(|at| now.duration_since(at) < RECONFIGURE_LOG_INTERVAL)
+        {
+            return;
+        }
+        let count = std::mem::take(&mut self.reconfigure_requests);
+        self.reconfigure_logged = Some(now);
+        tracing::info!(connector = %self.tags.connector, task = %self.tags.task_label(), requests = count, "plugin requested a task reconfiguration");
     }
 }
 

@@ -177,12 +177,18 @@ impl TaskMetrics {
 /// Connect's "active topics").
 pub type ActiveTopics = std::sync::Arc<Mutex<std::collections::BTreeSet<String>>>;
 
-/// Record that `topic` is in use.
-pub(crate) fn note_topic(topics: &ActiveTopics, topic: &str) {
+/// Record that `topic` is in use, unless the connector already uses `max` other topics;
+/// `Err` carries how many it uses.
+pub(crate) fn note_topic(topics: &ActiveTopics, topic: &str, max: usize) -> Result<(), usize> {
     let mut set = topics.lock().unwrap_or_else(|e| e.into_inner());
-    if !set.contains(topic) {
-        set.insert(topic.to_owned());
+    if set.contains(topic) {
+        return Ok(());
     }
+    if set.len() >= max {
+        return Err(set.len());
+    }
+    set.insert(topic.to_owned());
+    Ok(())
 }
 
 /// Exponential backoff for retriable plugin errors: 100 ms doubling up to 10 s.

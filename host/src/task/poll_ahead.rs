@@ -8,11 +8,15 @@
 //! same tokio runtime waits in that thread's next-task slot until the waker yields, and the
 //! task loop does not yield while it sends, so on one runtime the two would still take turns.
 
+use std::future::Future;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use tokio::runtime::{Builder, Handle, Runtime};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+
+use super::{Control, control};
 
 use crate::sandbox::instance::SourcePosition;
 use crate::sandbox::{CallError, Polled, SourceTaskInstance};
@@ -31,10 +35,19 @@ enum Request {
 /// A batch asked for and not yet taken.
 pub struct PendingPoll(oneshot::Receiver<Result<Polled, CallError>>);
 
-/// The plugin side of a source task.
+/// The plugin side of a source task. Dropping it abandons the instance (see
+/// [`PollAhead::abandon`]).
 pub struct PollAhead {
     requests: mpsc::UnboundedSender<Request>,
     served: JoinHandle<SourceTaskInstance>,
+    abandoned: bool,
+}
+
+impl Drop for PollAhead {
+    fn drop(&mut self) {
+        // A runner that ends (or is aborted) takes its instance with it, whatever it is doing.
+        self.served.abort();
+    }
 }
 
 impl PollAhead {
@@ -55,7 +68,24 @@ impl PollAhead {
             }
             instance
         });
-        PollAhead { requests, served }
+        PollAhead {
+            requests,
+            served,
+            abandoned: false,
+        }
+    }
+
+    /// Give up on the instance, whatever it is doing: its serving task is cancelled, which
+    /// drops the call in progress (wasmtime unwinds the guest at its next suspension point,
+    /// at most an epoch tick away) and the instance with it. Later requests fail at once.
+    pub fn abandon(&mut self) {
+        self.served.abort();
+        self.abandoned = true;
+    }
+
+    /// Whether [`PollAhead::abandon`] was called.
+    pub fn is_abandoned(&self) -> bool {
+        self.abandoned
     }
 
     /// Ask for up to `max_records` records; the plugin starts on them at once.
@@ -73,12 +103,24 @@ impl PollAhead {
         done.await.unwrap_or_else(|_| Err(gone("commit")))
     }
 
-    /// Wait for what was asked, then stop the plugin. The source loop takes (and sends) a
-    /// batch polled ahead before it stops; one left untaken, when the task fails, is dropped
-    /// unsent, its offsets never committed.
-    pub async fn stop(self) -> Result<(), CallError> {
-        drop(self.requests);
-        served(self.served).await?.stop().await
+    /// Wait for what was asked, then stop the plugin, all within `grace`
+    /// (`task.shutdown.graceful.timeout.ms`); past it the instance is abandoned. The source
+    /// loop takes (and sends) a batch polled ahead before it stops; one left untaken, when the
+    /// task fails, is dropped unsent, its offsets never committed.
+    pub async fn stop(mut self, grace: Duration) -> Result<(), CallError> {
+        if self.abandoned {
+            return Ok(());
+        }
+        let (closed, _) = mpsc::unbounded_channel();
+        drop(std::mem::replace(&mut self.requests, closed));
+        let stopping = async { served(&mut self.served).await?.stop().await };
+        match tokio::time::timeout(grace, stopping).await {
+            Ok(stopped) => stopped,
+            Err(_) => {
+                self.abandon();
+                Err(late_stop(grace))
+            }
+        }
     }
 }
 
@@ -91,11 +133,45 @@ impl PendingPoll {
 
 /// The instance back from its serving task, once every request is answered (the task ends when
 /// its request channel closes).
-pub(super) async fn served<I>(task: JoinHandle<I>) -> Result<I, CallError> {
+pub(super) async fn served<I>(task: &mut JoinHandle<I>) -> Result<I, CallError> {
     task.await.map_err(|e| CallError::Lost {
         function: "stop",
         message: e.to_string(),
     })
+}
+
+/// The error of a plugin that did not stop within the shutdown grace period.
+pub(super) fn late_stop(grace: Duration) -> CallError {
+    CallError::Abandoned {
+        function: "stop",
+        message: format!(
+            "the plugin did not stop within {} ms (task.shutdown.graceful.timeout.ms); its instance was abandoned",
+            grace.as_millis()
+        ),
+    }
+}
+
+/// Wait for `answer` from a plugin; once the task is told to stop, wait at most `grace` more.
+/// `None`: the grace period passed without an answer (the caller abandons the instance).
+pub(crate) async fn answer_or_stop<T>(
+    answer: impl Future<Output = T>,
+    stop: &watch::Receiver<Control>,
+    grace: Duration,
+) -> Option<T> {
+    tokio::pin!(answer);
+    let mut stop = stop.clone();
+    loop {
+        if control(&stop) == Control::Stop {
+            return tokio::time::timeout(grace, answer).await.ok();
+        }
+        tokio::select! {
+            biased;
+            out = &mut answer => return Some(out),
+            changed = stop.changed() => if changed.is_err() {
+                return tokio::time::timeout(grace, answer).await.ok();
+            },
+        }
+    }
 }
 
 /// The serving task ended without an answer: it panicked (a worker bug, not the plugin's).

@@ -4,10 +4,12 @@
 //! Requests are served in order: an `open`, `close` or `flush` never overtakes a `put` asked
 //! for before it.
 
+use std::time::Duration;
+
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::poll_ahead::{gone, runtime, served};
+use super::poll_ahead::{gone, late_stop, runtime, served};
 use crate::sandbox::bindings::types::{RecordFailure, TopicPartition, TopicPartitionOffset};
 use crate::sandbox::{CallError, PutBatch, SinkTaskInstance};
 
@@ -37,10 +39,18 @@ enum Request {
 /// A `put` asked for and not yet answered.
 pub struct PendingPut(oneshot::Receiver<PutReply>);
 
-/// The plugin side of a sink task.
+/// The plugin side of a sink task. Dropping it abandons the instance (see
+/// [`PutBehind::abandon`]).
 pub struct PutBehind {
     requests: mpsc::UnboundedSender<Request>,
     served: JoinHandle<SinkTaskInstance>,
+    abandoned: bool,
+}
+
+impl Drop for PutBehind {
+    fn drop(&mut self) {
+        self.served.abort();
+    }
 }
 
 impl PutBehind {
@@ -68,7 +78,22 @@ impl PutBehind {
             }
             instance
         });
-        PutBehind { requests, served }
+        PutBehind {
+            requests,
+            served,
+            abandoned: false,
+        }
+    }
+
+    /// Give up on the instance, whatever it is doing (as `PollAhead::abandon`).
+    pub fn abandon(&mut self) {
+        self.served.abort();
+        self.abandoned = true;
+    }
+
+    /// Whether [`PutBehind::abandon`] was called.
+    pub fn is_abandoned(&self) -> bool {
+        self.abandoned
     }
 
     /// Hand `batch` to the plugin; it starts on it once what was asked before is done.
@@ -106,10 +131,22 @@ impl PutBehind {
         done.await.unwrap_or_else(|_| Err(gone("flush")))
     }
 
-    /// Wait for what was asked, then stop the plugin.
-    pub async fn stop(self) -> Result<(), CallError> {
-        drop(self.requests);
-        served(self.served).await?.stop().await
+    /// Wait for what was asked, then stop the plugin, all within `grace`
+    /// (`task.shutdown.graceful.timeout.ms`); past it the instance is abandoned.
+    pub async fn stop(mut self, grace: Duration) -> Result<(), CallError> {
+        if self.abandoned {
+            return Ok(());
+        }
+        let (closed, _) = mpsc::unbounded_channel();
+        drop(std::mem::replace(&mut self.requests, closed));
+        let stopping = async { served(&mut self.served).await?.stop().await };
+        match tokio::time::timeout(grace, stopping).await {
+            Ok(stopped) => stopped,
+            Err(_) => {
+                self.abandon();
+                Err(late_stop(grace))
+            }
+        }
     }
 }
 

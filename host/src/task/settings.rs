@@ -15,6 +15,23 @@ pub const SINK_BATCH_MAX_RECORDS: &str = "sink.batch.max.records";
 /// Largest record (key + value + headers) allowed across the plugin boundary either way.
 pub const RECORD_MAX_BYTES: &str = "sandbox.record.max.bytes";
 
+/// Most distinct source partitions a source task may track, and a connector may have offsets
+/// stored for.
+pub const SOURCE_PARTITIONS_MAX: &str = "sandbox.source.partitions.max";
+/// Longest source partition or source offset (JSON text) a source task may return.
+pub const SOURCE_OFFSET_MAX_BYTES: &str = "sandbox.source.offset.max.bytes";
+/// Most header entries one record may carry.
+pub const RECORD_MAX_HEADERS: &str = "sandbox.record.max.headers";
+/// Most bytes one polled batch may expand to on the host.
+pub const BATCH_MAX_BYTES: &str = "sandbox.batch.max.bytes";
+/// Most distinct topics a source connector may write to (and so create) since its active
+/// topics were last reset.
+pub const TOPICS_MAX: &str = "sandbox.topics.max";
+
+/// How long a stopping task's plugin may take to finish its call in progress and `stop` before
+/// its instance is abandoned (Kafka Connect's key; worker config only).
+pub const SHUTDOWN_GRACE_MS: &str = "task.shutdown.graceful.timeout.ms";
+
 /// The keys a connector may override, for config checks and docs.
 pub const OVERRIDABLE: &[&str] = &[
     POLL_MAX_RECORDS,
@@ -22,6 +39,11 @@ pub const OVERRIDABLE: &[&str] = &[
     MAX_IN_FLIGHT_BYTES,
     SINK_BATCH_MAX_RECORDS,
     RECORD_MAX_BYTES,
+    SOURCE_PARTITIONS_MAX,
+    SOURCE_OFFSET_MAX_BYTES,
+    RECORD_MAX_HEADERS,
+    BATCH_MAX_BYTES,
+    TOPICS_MAX,
 ];
 
 /// Settings every runner needs.
@@ -34,6 +56,18 @@ pub struct RunnerSettings {
     pub source_max_in_flight_bytes: usize,
     pub sink_batch_max_records: usize,
     pub record_max_bytes: usize,
+    /// `sandbox.source.partitions.max`.
+    pub source_partitions_max: usize,
+    /// `sandbox.source.offset.max.bytes`.
+    pub source_offset_max_bytes: usize,
+    /// `sandbox.record.max.headers`.
+    pub record_max_headers: usize,
+    /// `sandbox.batch.max.bytes`.
+    pub batch_max_bytes: usize,
+    /// `sandbox.topics.max`.
+    pub topics_max: usize,
+    /// How long a stopping task's plugin may take (`task.shutdown.graceful.timeout.ms`).
+    pub shutdown_grace: Duration,
 }
 
 impl Default for RunnerSettings {
@@ -46,6 +80,12 @@ impl Default for RunnerSettings {
             sink_batch_max_records: 2000,
             // librdkafka's default `message.max.bytes`: a larger record could not be produced.
             record_max_bytes: 1_000_000,
+            source_partitions_max: 100_000,
+            source_offset_max_bytes: 64 * 1024,
+            record_max_headers: 1000,
+            batch_max_bytes: 64 * 1024 * 1024,
+            topics_max: 1000,
+            shutdown_grace: Duration::from_secs(5),
         }
     }
 }
@@ -73,6 +113,11 @@ impl RunnerSettings {
                 MAX_IN_FLIGHT_BYTES => settings.source_max_in_flight_bytes = size,
                 SINK_BATCH_MAX_RECORDS => settings.sink_batch_max_records = size,
                 RECORD_MAX_BYTES => settings.record_max_bytes = size,
+                SOURCE_PARTITIONS_MAX => settings.source_partitions_max = size,
+                SOURCE_OFFSET_MAX_BYTES => settings.source_offset_max_bytes = size,
+                RECORD_MAX_HEADERS => settings.record_max_headers = size,
+                BATCH_MAX_BYTES => settings.batch_max_bytes = size,
+                TOPICS_MAX => settings.topics_max = size,
                 _ => {}
             }
         }

@@ -20,6 +20,7 @@ use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 
+use super::poll_ahead::answer_or_stop;
 use super::put_behind::{PendingPut, PutBehind};
 use super::{
     ActiveTopics, Control, Failure, RunnerSettings, TaskMetrics, TaskState, backoff, control,
@@ -140,7 +141,7 @@ impl SinkRunner {
         // Even after a failure, what earlier batches handed over can still be made durable and
         // committed (positions only cover records the plugin accepted).
         let flushed = self
-            .flush_and_commit(&mut positions, CommitMode::Sync)
+            .flush_and_commit(&mut positions, CommitMode::Sync, true)
             .await;
         if let (Err(_), Err(flush_error)) = (&outcome, &flushed) {
             tracing::warn!(connector = %self.connector, task = self.task, "final flush after failure: {flush_error}");
@@ -148,7 +149,7 @@ impl SinkRunner {
         // Its offsets are committed: let the group move its partitions on.
         self.leave_group().await;
         self.metrics.set_detail(None);
-        if let Err(e) = self.instance.stop().await {
+        if let Err(e) = self.instance.stop(self.settings.shutdown_grace).await {
             tracing::warn!(connector = %self.connector, task = self.task, "stop: {e}");
         }
         outcome.and(flushed)
@@ -188,7 +189,8 @@ impl SinkRunner {
                 rebalanced = true;
             }
             if last_flush.elapsed() >= self.settings.flush_interval {
-                self.flush_and_commit(positions, CommitMode::Async).await?;
+                self.flush_and_commit(positions, CommitMode::Async, false)
+                    .await?;
                 last_flush = Instant::now();
             }
             match control(stop) {
@@ -503,7 +505,15 @@ impl SinkRunner {
     ) -> Result<(PutBatch, Vec<(usize, String)>), Failure> {
         let mut attempt = 0;
         loop {
-            let (batch, outcome) = pending.take().await.map_err(Failure::from)?;
+            let grace = self.settings.shutdown_grace;
+            let Some(taken) = answer_or_stop(pending.take(), stop, grace).await else {
+                self.instance.abandon();
+                return Err(Failure::from(format!(
+                    "put did not return within {} ms of the stop request (task.shutdown.graceful.timeout.ms); the plugin instance was abandoned and the batch will be delivered again",
+                    grace.as_millis()
+                )));
+            };
+            let (batch, outcome) = taken.map_err(Failure::from)?;
             match outcome {
                 Ok(failures) => {
                     let failures = failures
@@ -626,7 +636,8 @@ impl SinkRunner {
         match event {
             RebalanceEvent::Assigned(parts) => {
                 for (topic, _) in &parts {
-                    note_topic(&self.topics_used, topic);
+                    // A sink reads only what it subscribed to: no quota applies.
+                    let _ = note_topic(&self.topics_used, topic, usize::MAX);
                 }
                 tracing::info!(connector = %self.connector, task = self.task, ?parts, "partitions assigned");
                 self.instance
@@ -645,7 +656,7 @@ impl SinkRunner {
                         revoked.insert(p.clone(), offset);
                     }
                 }
-                self.flush_and_commit(&mut revoked, CommitMode::Sync)
+                self.flush_and_commit(&mut revoked, CommitMode::Sync, false)
                     .await?;
                 match self.instance.close(as_wit(&parts)).await {
                     Err(e) if !e.is_retriable() => Err(Failure::from(e)),
@@ -655,10 +666,14 @@ impl SinkRunner {
         }
     }
 
+    /// Ask the plugin which offsets are safe and commit those. `stopping`: the task is
+    /// stopping, so the plugin has `task.shutdown.graceful.timeout.ms` to answer, not its
+    /// flush deadline.
     async fn flush_and_commit(
         &mut self,
         positions: &mut BTreeMap<(String, i32), i64>,
         mode: CommitMode,
+        stopping: bool,
     ) -> Result<(), Failure> {
         if positions.is_empty() {
             return Ok(());
@@ -675,7 +690,24 @@ impl SinkRunner {
                 offset: *offset,
             })
             .collect();
-        let safe = match self.instance.flush(offsets).await {
+        if self.instance.is_abandoned() {
+            // Nothing the plugin has not vouched for may be committed.
+            return Ok(());
+        }
+        let flushed = if stopping {
+            let grace = self.settings.shutdown_grace;
+            match tokio::time::timeout(grace, self.instance.flush(offsets)).await {
+                Ok(flushed) => flushed,
+                Err(_) => {
+                    self.instance.abandon();
+                    tracing::warn!(connector = %self.connector, task = self.task, "flush did not return within {} ms of the stop request (task.shutdown.graceful.timeout.ms); the plugin instance was abandoned and nothing was committed", grace.as_millis());
+                    return Ok(());
+                }
+            }
+        } else {
+            self.instance.flush(offsets).await
+        };
+        let safe = match flushed {
             Ok(safe) => safe,
             Err(e) if e.is_retriable() => {
                 tracing::warn!(connector = %self.connector, task = self.task, "{e}; committing nothing this time");

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use rdkafka::message::{Header, OwnedHeaders};
 use tokio::sync::{mpsc, watch};
 
-use super::poll_ahead::{PendingPoll, PollAhead};
+use super::poll_ahead::{PendingPoll, PollAhead, answer_or_stop};
 use super::{
     ActiveTopics, Control, Failure, RunnerSettings, TaskMetrics, TaskState, backoff, control,
     note_topic,
@@ -28,6 +28,7 @@ use crate::errors::{ErrorReporter, RecordError, Stage};
 use crate::kafka::producer::{AckTarget, DeliveryError, Outgoing, Producer, Queued, Report, Topic};
 use crate::kafka::topics::TopicCreator;
 use crate::offsets::{FileOffsetStore, Submitted, SubmittedRecords};
+use crate::sandbox::capabilities::TopicGrant;
 use crate::sandbox::instance::SourcePosition;
 use crate::sandbox::{DataRef, RecordRef};
 
@@ -55,6 +56,8 @@ pub struct SourceRunner {
     pub settings: RunnerSettings,
     pub metrics: Arc<TaskMetrics>,
     pub topics_used: ActiveTopics,
+    /// The topics the connector may write to.
+    pub grant: TopicGrant,
     /// The plugin's name, for error reports.
     pub plugin: String,
     pub errors: ErrorReporter,
@@ -64,15 +67,45 @@ pub struct SourceRunner {
 /// JSON (keys sorted, no whitespace) in `state.last_partition`, so partitions compare by value
 /// as the contract says. The previous record's partition text is kept, since consecutive records
 /// mostly share it: then nothing is parsed or copied.
-fn check_position(state: &mut Loop, record: &RecordRef<'_>) -> Result<(), String> {
+fn check_position(
+    state: &mut Loop,
+    settings: &RunnerSettings,
+    record: &RecordRef<'_>,
+) -> Result<(), String> {
+    let longest = record
+        .source_partition
+        .len()
+        .max(record.source_offset.len());
+    if longest > settings.source_offset_max_bytes {
+        return Err(format!(
+            "its source partition is {} bytes and its source offset {} bytes, over the limit of {} bytes (sandbox.source.offset.max.bytes)",
+            record.source_partition.len(),
+            record.source_offset.len(),
+            settings.source_offset_max_bytes
+        ));
+    }
     if !matches!(&state.last_partition, Some((raw, _)) if raw == record.source_partition) {
         let value: serde_json::Value = serde_json::from_str(record.source_partition)
             .map_err(|e| format!("its source partition is not JSON ({e})"))?;
-        state.last_partition = Some((record.source_partition.to_owned(), value.to_string()));
+        let canonical = value.to_string();
+        let max = settings.source_partitions_max;
+        if !state.tracker.admits(&canonical, max) {
+            return Err(format!(
+                "it names a new source partition, but the task already tracks {} source partitions, the limit (sandbox.source.partitions.max); a connector should reuse a bounded set of source partitions",
+                state.tracker.partitions()
+            ));
+        }
+        state.last_partition = Some((record.source_partition.to_owned(), canonical));
     }
     serde_json::from_str::<serde::de::IgnoredAny>(record.source_offset)
         .map_err(|e| format!("its source offset is not JSON ({e})"))?;
     Ok(())
+}
+
+/// What a record costs the in-flight byte budget until it is acknowledged: its Kafka bytes
+/// (`size`) and its source position, which the offset tracker holds meanwhile.
+fn in_flight_cost(record: &RecordRef<'_>, size: usize) -> usize {
+    size + record.source_partition.len() + record.source_offset.len()
 }
 
 /// A delivery report of a record Kafka did not take.
@@ -101,7 +134,8 @@ struct Loop {
 }
 
 impl Loop {
-    /// Track `record` (whose position `check_position` accepted) as sent, `bytes` in flight.
+    /// Track `record` (whose position `check_position` accepted) as sent, `bytes` in flight
+    /// (see [`in_flight_cost`]).
     fn submit(&mut self, record: &RecordRef<'_>, bytes: usize) -> Submitted {
         let partition = self.last_partition.as_ref().map_or("", |(_, c)| c.as_str());
         self.in_flight_bytes += bytes;
@@ -140,7 +174,7 @@ impl SourceRunner {
         // needlessly; then let the plugin release its resources.
         self.drain(&mut state).await;
         let flushed = self.flush(&mut state).await;
-        if let Err(e) = self.instance.stop().await {
+        if let Err(e) = self.instance.stop(self.settings.shutdown_grace).await {
             tracing::warn!(connector = %self.connector, task = self.task, "stop: {e}");
         }
         outcome.and(flushed)
@@ -205,7 +239,13 @@ impl SourceRunner {
                     self.instance.poll(max)
                 }
             };
-            let polled = match pending.take().await {
+            let grace = self.settings.shutdown_grace;
+            let Some(taken) = answer_or_stop(pending.take(), stop, grace).await else {
+                tracing::warn!(connector = %self.connector, task = self.task, "poll did not return within {} ms of the stop request (task.shutdown.graceful.timeout.ms); abandoning the plugin instance", grace.as_millis());
+                self.instance.abandon();
+                return Ok(());
+            };
+            let polled = match taken {
                 Ok(polled) => {
                     retries = 0;
                     polled
@@ -237,7 +277,10 @@ impl SourceRunner {
                 };
                 ahead.push_back((self.instance.poll(max), max as usize));
             }
-            let records = polled.read()?;
+            let records = polled.read_within(
+                self.settings.batch_max_bytes,
+                self.settings.record_max_headers,
+            )?;
             self.metrics
                 .records_in
                 .fetch_add(records.len() as u64, Ordering::Relaxed);
@@ -292,7 +335,9 @@ impl SourceRunner {
             return false;
         }
         let bytes = record.size();
-        if bytes > self.settings.record_max_bytes || check_position(state, record).is_err() {
+        if bytes > self.settings.record_max_bytes
+            || check_position(state, &self.settings, record).is_err()
+        {
             return false;
         }
         let (Ok(key), Ok(value)) = (
@@ -301,6 +346,7 @@ impl SourceRunner {
         ) else {
             return false;
         };
+        let bytes = in_flight_cost(record, bytes);
         let submitted = state.submit(record, bytes);
         queued.push(Queued {
             partition: record.partition,
@@ -330,23 +376,86 @@ impl SourceRunner {
         // topics reset notices the topic again.
         if state.last_topic != topic {
             self.send_queued(state, queued).await?;
+            if let Some(reason) = self.topic_refusal(topic) {
+                return self
+                    .refuse_topic(state, index, record, topic, reason, queued)
+                    .await;
+            }
             self.topics.ensure(topic, &self.config).await?;
-            note_topic(&self.topics_used, topic);
             topic.clone_into(&mut state.last_topic);
         }
-        check_position(state, record).map_err(|e| {
+        check_position(state, &self.settings, record).map_err(|e| {
             Failure::from(format!(
                 "record {index} of the batch (source partition {}, offset {}): {e}",
                 record.source_partition, record.source_offset
             ))
         })?;
-        let bytes = record.size();
+        let bytes = in_flight_cost(record, record.size());
         let submitted = state.submit(record, bytes);
         let outcome = self
             .deliver(state, record, topic, submitted, bytes, queued)
             .await;
         if outcome.is_err() {
             // Failing the task: this record will never be acknowledged.
+            state.abandoned += 1;
+        }
+        outcome
+    }
+
+    /// Why records may not go to `topic`: it is not granted, or the connector already writes
+    /// to as many topics as it may (which also bounds the topics it creates).
+    fn topic_refusal(&self, topic: &str) -> Option<String> {
+        if !self.grant.allows(topic) {
+            return Some(format!(
+                "the connector may write only to the topics its config grants ({}; keys topic, topics, sandbox.topics.write, sandbox.topics.write.regex), not to {topic}",
+                self.grant.describe()
+            ));
+        }
+        note_topic(&self.topics_used, topic, self.settings.topics_max)
+            .err()
+            .map(|used| {
+                format!(
+                    "the connector already writes to {used} topics, the limit (sandbox.topics.max); {topic} would be one more"
+                )
+            })
+    }
+
+    /// Hand a record for a topic it may not write to error handling (the task fails, or the
+    /// record is skipped and dead-lettered): nothing reaches that topic, nor creates it.
+    async fn refuse_topic<'b>(
+        &mut self,
+        state: &mut Loop,
+        index: usize,
+        record: &RecordRef<'b>,
+        topic: &str,
+        reason: String,
+        queued: &mut Vec<Queued<'b>>,
+    ) -> Result<(), Failure> {
+        check_position(state, &self.settings, record).map_err(|e| {
+            Failure::from(format!(
+                "record {index} of the batch (source partition {}, offset {}): {e}",
+                record.source_partition, record.source_offset
+            ))
+        })?;
+        let bytes = in_flight_cost(record, record.size());
+        let submitted = state.submit(record, bytes);
+        let error = RecordError::new(Stage::TaskPoll, &self.plugin, "TopicNotGranted", reason);
+        let failed = FailedRecord {
+            topic: topic.to_owned(),
+            key: record.key.map(|d| d.bytes().to_vec()),
+            value: record.value.map(|d| d.bytes().to_vec()),
+            headers: record
+                .headers
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.map(<[u8]>::to_vec)))
+                .collect(),
+            timestamp: record.timestamp,
+            source_position: state.tracker.position(submitted),
+            ..Default::default()
+        };
+        let target = state.target(submitted, bytes);
+        let outcome = self.reject(state, queued, error, failed, target).await;
+        if outcome.is_err() {
             state.abandoned += 1;
         }
         outcome
@@ -434,13 +543,14 @@ impl SourceRunner {
             }
         };
         let raw = |data: Option<DataRef<'_>>| data.map(|d| d.bytes().to_vec());
-        if bytes > self.settings.record_max_bytes {
+        let size = record.size();
+        if size > self.settings.record_max_bytes {
             let error = RecordError::new(
                 Stage::TaskPoll,
                 &self.plugin,
                 "RecordTooLarge",
                 format!(
-                    "the record is {bytes} bytes, over the limit of {} bytes (sandbox.record.max.bytes)",
+                    "the record is {size} bytes, over the limit of {} bytes (sandbox.record.max.bytes)",
                     self.settings.record_max_bytes
                 ),
             );
@@ -653,9 +763,17 @@ impl SourceRunner {
             return Ok(());
         }
         self.offsets
-            .commit_async(&self.connector, &committable)
+            .commit_async(
+                &self.connector,
+                &committable,
+                self.settings.source_partitions_max,
+            )
             .await?;
         tracing::debug!(connector = %self.connector, task = self.task, partitions = committable.len(), "flushed source offsets");
+        if self.instance.is_abandoned() {
+            // The offsets are stored; there is no instance left to tell.
+            return Ok(());
+        }
         let positions: Vec<SourcePosition> = committable
             .into_iter()
             .map(|(source_partition, source_offset)| SourcePosition {
