@@ -53,6 +53,25 @@ impl Worker {
         Worker { child, log }
     }
 
+    /// The worker's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The REST API's base URL as soon as it listens (before plugins are loaded).
+    pub fn early_rest_url(&mut self, timeout: Duration) -> String {
+        self.wait_for_log("REST API listening at ", timeout);
+        let log = self.log_text();
+        let start = log
+            .find("REST API listening at ")
+            .expect("the listening line names the REST address")
+            + "REST API listening at ".len();
+        let rest = &log[start..];
+        rest[..rest.find(';').unwrap_or(rest.len())]
+            .trim()
+            .to_owned()
+    }
+
     /// The log so far.
     pub fn log_text(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()

@@ -117,16 +117,16 @@ pub(super) fn view_source_within(
         checked.map_err(|problem| malformed(format!("header {index} of the batch: {problem}")))?;
     }
     let described = described_bytes(batch);
-    let max_bytes = budget.memory_bytes;
-    if described > max_bytes as u64 {
-        return Err(malformed(format!(
-            "its spans add up to {described} bytes, over the plugin's memory limit of {max_bytes} bytes (sandbox.memory.max.bytes); spans may overlap, but a batch may not describe more bytes than the plugin may hold"
-        )));
-    }
     if described > budget.batch_bytes as u64 {
         return Err(BatchError::OverBudget(format!(
             "its records add up to {described} bytes on the host (every shared span and header counted each time a record uses it), over the limit of {} bytes (sandbox.batch.max.bytes); return smaller batches",
             budget.batch_bytes
+        )));
+    }
+    let max_bytes = budget.memory_bytes;
+    if described > max_bytes as u64 {
+        return Err(malformed(format!(
+            "its spans add up to {described} bytes, over the plugin's memory limit of {max_bytes} bytes (sandbox.memory.max.bytes); spans may overlap, but a batch may not describe more bytes than the plugin may hold"
         )));
     }
     // Sized up front: collecting `Result`s would grow the vector by doubling, copying it.

@@ -35,28 +35,100 @@ enum Request {
 /// A batch asked for and not yet taken.
 pub struct PendingPoll(oneshot::Receiver<Result<Polled, CallError>>);
 
-/// The plugin side of a source task. Dropping it abandons the instance (see
-/// [`PollAhead::abandon`]).
-pub struct PollAhead {
-    requests: mpsc::UnboundedSender<Request>,
-    served: JoinHandle<SourceTaskInstance>,
+/// An instance served on its own task of the plugin runtime, with the channel its requests
+/// go through. Dropping it abandons the instance.
+pub(super) struct Served<R, I> {
+    requests: Option<mpsc::UnboundedSender<R>>,
+    task: JoinHandle<I>,
     abandoned: bool,
 }
 
-impl Drop for PollAhead {
+impl<R, I> Drop for Served<R, I> {
     fn drop(&mut self) {
         // A runner that ends (or is aborted) takes its instance with it, whatever it is doing.
-        self.served.abort();
+        self.task.abort();
     }
+}
+
+impl<R: Send + 'static, I: Send + 'static> Served<R, I> {
+    /// Serve `instance` on the plugin runtime: `serve` answers each request in order and
+    /// hands the instance back.
+    pub(super) fn spawn<F>(instance: I, serve: impl Fn(I, R) -> F + Send + 'static) -> Self
+    where
+        F: Future<Output = I> + Send,
+    {
+        let (requests, mut incoming) = mpsc::unbounded_channel();
+        let task = runtime().spawn(async move {
+            let mut instance = instance;
+            while let Some(request) = incoming.recv().await {
+                instance = serve(instance, request).await;
+            }
+            instance
+        });
+        Served {
+            requests: Some(requests),
+            task,
+            abandoned: false,
+        }
+    }
+
+    /// Queue `request`; if the serving task is gone, its dropped reply reports it.
+    pub(super) fn send(&self, request: R) {
+        if let Some(requests) = &self.requests {
+            let _ = requests.send(request);
+        }
+    }
+
+    /// Give up on the instance, whatever it is doing: its serving task is cancelled, which
+    /// drops the call in progress (wasmtime unwinds the guest at its next suspension point,
+    /// at most an epoch tick away) and the instance with it. Later requests fail at once.
+    pub(super) fn abandon(&mut self) {
+        self.task.abort();
+        self.abandoned = true;
+    }
+
+    /// Whether [`Served::abandon`] was called.
+    pub(super) fn is_abandoned(&self) -> bool {
+        self.abandoned
+    }
+
+    /// Wait for what was asked, then `stop` the instance, all within `grace`
+    /// (`task.shutdown.graceful.timeout.ms`); past it the instance is abandoned.
+    pub(super) async fn stop<F>(
+        mut self,
+        grace: Duration,
+        stop: impl FnOnce(I) -> F,
+    ) -> Result<(), CallError>
+    where
+        F: Future<Output = Result<(), CallError>>,
+    {
+        if self.abandoned {
+            return Ok(());
+        }
+        // The serving task ends once its request channel closes.
+        self.requests = None;
+        let stopping = async { stop(served(&mut self.task).await?).await };
+        match tokio::time::timeout(grace, stopping).await {
+            Ok(stopped) => stopped,
+            Err(_) => {
+                self.abandon();
+                Err(late_stop(grace))
+            }
+        }
+    }
+}
+
+/// The plugin side of a source task. Dropping it abandons the instance.
+pub struct PollAhead {
+    served: Served<Request, SourceTaskInstance>,
 }
 
 impl PollAhead {
     /// Move `instance` onto its own tokio task.
-    pub fn spawn(mut instance: SourceTaskInstance) -> Self {
-        let (requests, mut incoming) = mpsc::unbounded_channel();
-        let served = runtime().spawn(async move {
-            while let Some(request) = incoming.recv().await {
-                // A dropped reply (the task stopped) is not an error here.
+    pub fn spawn(instance: SourceTaskInstance) -> Self {
+        let served = Served::spawn(instance, |mut instance: SourceTaskInstance, request| {
+            // A dropped reply (the task stopped) is not an error here.
+            async move {
                 match request {
                     Request::Poll { max_records, reply } => {
                         let _ = reply.send(instance.poll_batch(max_records).await);
@@ -65,41 +137,33 @@ impl PollAhead {
                         let _ = reply.send(instance.commit(&positions).await);
                     }
                 }
+                instance
             }
-            instance
         });
-        PollAhead {
-            requests,
-            served,
-            abandoned: false,
-        }
+        PollAhead { served }
     }
 
-    /// Give up on the instance, whatever it is doing: its serving task is cancelled, which
-    /// drops the call in progress (wasmtime unwinds the guest at its next suspension point,
-    /// at most an epoch tick away) and the instance with it. Later requests fail at once.
+    /// Give up on the instance, whatever it is doing (see [`Served::abandon`]).
     pub fn abandon(&mut self) {
-        self.served.abort();
-        self.abandoned = true;
+        self.served.abandon();
     }
 
     /// Whether [`PollAhead::abandon`] was called.
     pub fn is_abandoned(&self) -> bool {
-        self.abandoned
+        self.served.is_abandoned()
     }
 
     /// Ask for up to `max_records` records; the plugin starts on them at once.
     pub fn poll(&self, max_records: u32) -> PendingPoll {
         let (reply, pending) = oneshot::channel();
-        // If the serving task is gone, the dropped reply reports it when the poll is taken.
-        let _ = self.requests.send(Request::Poll { max_records, reply });
+        self.served.send(Request::Poll { max_records, reply });
         PendingPoll(pending)
     }
 
     /// Tell the plugin these positions are durably recorded (after any poll asked for first).
     pub async fn commit(&self, positions: Vec<SourcePosition>) -> Result<(), CallError> {
         let (reply, done) = oneshot::channel();
-        let _ = self.requests.send(Request::Commit { positions, reply });
+        self.served.send(Request::Commit { positions, reply });
         done.await.unwrap_or_else(|_| Err(gone("commit")))
     }
 
@@ -107,20 +171,8 @@ impl PollAhead {
     /// (`task.shutdown.graceful.timeout.ms`); past it the instance is abandoned. The source
     /// loop takes (and sends) a batch polled ahead before it stops; one left untaken, when the
     /// task fails, is dropped unsent, its offsets never committed.
-    pub async fn stop(mut self, grace: Duration) -> Result<(), CallError> {
-        if self.abandoned {
-            return Ok(());
-        }
-        let (closed, _) = mpsc::unbounded_channel();
-        drop(std::mem::replace(&mut self.requests, closed));
-        let stopping = async { served(&mut self.served).await?.stop().await };
-        match tokio::time::timeout(grace, stopping).await {
-            Ok(stopped) => stopped,
-            Err(_) => {
-                self.abandon();
-                Err(late_stop(grace))
-            }
-        }
+    pub async fn stop(self, grace: Duration) -> Result<(), CallError> {
+        self.served.stop(grace, SourceTaskInstance::stop).await
     }
 }
 

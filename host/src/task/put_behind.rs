@@ -6,10 +6,9 @@
 
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::oneshot;
 
-use super::poll_ahead::{gone, late_stop, runtime, served};
+use super::poll_ahead::{Served, gone};
 use crate::sandbox::bindings::types::{RecordFailure, TopicPartition, TopicPartitionOffset};
 use crate::sandbox::{CallError, PutBatch, SinkTaskInstance};
 
@@ -39,27 +38,17 @@ enum Request {
 /// A `put` asked for and not yet answered.
 pub struct PendingPut(oneshot::Receiver<PutReply>);
 
-/// The plugin side of a sink task. Dropping it abandons the instance (see
-/// [`PutBehind::abandon`]).
+/// The plugin side of a sink task. Dropping it abandons the instance.
 pub struct PutBehind {
-    requests: mpsc::UnboundedSender<Request>,
-    served: JoinHandle<SinkTaskInstance>,
-    abandoned: bool,
-}
-
-impl Drop for PutBehind {
-    fn drop(&mut self) {
-        self.served.abort();
-    }
+    served: Served<Request, SinkTaskInstance>,
 }
 
 impl PutBehind {
     /// Move `instance` onto its own tokio task.
-    pub fn spawn(mut instance: SinkTaskInstance) -> Self {
-        let (requests, mut incoming) = mpsc::unbounded_channel();
-        let served = runtime().spawn(async move {
-            while let Some(request) = incoming.recv().await {
-                // A dropped reply (the task stopped) is not an error here.
+    pub fn spawn(instance: SinkTaskInstance) -> Self {
+        let served = Served::spawn(instance, |mut instance: SinkTaskInstance, request| {
+            // A dropped reply (the task stopped) is not an error here.
+            async move {
                 match request {
                     Request::Put { batch, reply } => {
                         let outcome = instance.put(&batch).await;
@@ -75,32 +64,26 @@ impl PutBehind {
                         let _ = reply.send(instance.flush(&offsets).await);
                     }
                 }
+                instance
             }
-            instance
         });
-        PutBehind {
-            requests,
-            served,
-            abandoned: false,
-        }
+        PutBehind { served }
     }
 
-    /// Give up on the instance, whatever it is doing (as `PollAhead::abandon`).
+    /// Give up on the instance, whatever it is doing (see `poll_ahead::Served::abandon`).
     pub fn abandon(&mut self) {
-        self.served.abort();
-        self.abandoned = true;
+        self.served.abandon();
     }
 
     /// Whether [`PutBehind::abandon`] was called.
     pub fn is_abandoned(&self) -> bool {
-        self.abandoned
+        self.served.is_abandoned()
     }
 
     /// Hand `batch` to the plugin; it starts on it once what was asked before is done.
     pub fn put(&self, batch: PutBatch) -> PendingPut {
         let (reply, pending) = oneshot::channel();
-        // If the serving task is gone, the dropped reply reports it when the put is taken.
-        let _ = self.requests.send(Request::Put {
+        self.served.send(Request::Put {
             batch: Box::new(batch),
             reply,
         });
@@ -110,14 +93,14 @@ impl PutBehind {
     /// Partitions assigned to the task.
     pub async fn open(&self, partitions: Vec<TopicPartition>) -> Result<(), CallError> {
         let (reply, done) = oneshot::channel();
-        let _ = self.requests.send(Request::Open { partitions, reply });
+        self.served.send(Request::Open { partitions, reply });
         done.await.unwrap_or_else(|_| Err(gone("open")))
     }
 
     /// Partitions taken away from the task.
     pub async fn close(&self, partitions: Vec<TopicPartition>) -> Result<(), CallError> {
         let (reply, done) = oneshot::channel();
-        let _ = self.requests.send(Request::Close { partitions, reply });
+        self.served.send(Request::Close { partitions, reply });
         done.await.unwrap_or_else(|_| Err(gone("close")))
     }
 
@@ -127,26 +110,14 @@ impl PutBehind {
         offsets: Vec<TopicPartitionOffset>,
     ) -> Result<Vec<TopicPartitionOffset>, CallError> {
         let (reply, done) = oneshot::channel();
-        let _ = self.requests.send(Request::Flush { offsets, reply });
+        self.served.send(Request::Flush { offsets, reply });
         done.await.unwrap_or_else(|_| Err(gone("flush")))
     }
 
     /// Wait for what was asked, then stop the plugin, all within `grace`
     /// (`task.shutdown.graceful.timeout.ms`); past it the instance is abandoned.
-    pub async fn stop(mut self, grace: Duration) -> Result<(), CallError> {
-        if self.abandoned {
-            return Ok(());
-        }
-        let (closed, _) = mpsc::unbounded_channel();
-        drop(std::mem::replace(&mut self.requests, closed));
-        let stopping = async { served(&mut self.served).await?.stop().await };
-        match tokio::time::timeout(grace, stopping).await {
-            Ok(stopped) => stopped,
-            Err(_) => {
-                self.abandon();
-                Err(late_stop(grace))
-            }
-        }
+    pub async fn stop(self, grace: Duration) -> Result<(), CallError> {
+        self.served.stop(grace, SinkTaskInstance::stop).await
     }
 }
 

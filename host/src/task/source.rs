@@ -102,6 +102,30 @@ fn check_position(
     Ok(())
 }
 
+/// The failure of a task whose record `index` has a position [`check_position`] refused.
+fn position_failure(index: usize, record: &RecordRef<'_>, problem: String) -> Failure {
+    Failure::from(format!(
+        "record {index} of the batch (source partition {}, offset {}): {problem}",
+        excerpt(record.source_partition),
+        excerpt(record.source_offset)
+    ))
+}
+
+/// A plugin's text as quoted in a trace: at most [`EXCERPT`] bytes of it.
+fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= EXCERPT {
+        return text.into();
+    }
+    let mut end = EXCERPT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &text[..end], text.len()).into()
+}
+
+/// How much of a plugin's source partition or offset a trace quotes.
+const EXCERPT: usize = 200;
+
 /// What a record costs the in-flight byte budget until it is acknowledged: its Kafka bytes
 /// (`size`) and its source position, which the offset tracker holds meanwhile.
 fn in_flight_cost(record: &RecordRef<'_>, size: usize) -> usize {
@@ -367,9 +391,10 @@ impl SourceRunner {
         queued: &mut Vec<Queued<'b>>,
     ) -> Result<(), Failure> {
         let topic = record.topic.or(default_topic).ok_or_else(|| {
-            format!(
-                "record {index} of the batch (source partition {}, offset {}): it names no topic and the connector config has no `topic`",
-                record.source_partition, record.source_offset
+            position_failure(
+                index,
+                record,
+                "it names no topic and the connector config has no `topic`".to_owned(),
             )
         })?;
         // Consecutive records mostly share a topic; the check is repeated after each flush so a
@@ -384,12 +409,8 @@ impl SourceRunner {
             self.topics.ensure(topic, &self.config).await?;
             topic.clone_into(&mut state.last_topic);
         }
-        check_position(state, &self.settings, record).map_err(|e| {
-            Failure::from(format!(
-                "record {index} of the batch (source partition {}, offset {}): {e}",
-                record.source_partition, record.source_offset
-            ))
-        })?;
+        check_position(state, &self.settings, record)
+            .map_err(|e| position_failure(index, record, e))?;
         let bytes = in_flight_cost(record, record.size());
         let submitted = state.submit(record, bytes);
         let outcome = self
@@ -431,12 +452,8 @@ impl SourceRunner {
         reason: String,
         queued: &mut Vec<Queued<'b>>,
     ) -> Result<(), Failure> {
-        check_position(state, &self.settings, record).map_err(|e| {
-            Failure::from(format!(
-                "record {index} of the batch (source partition {}, offset {}): {e}",
-                record.source_partition, record.source_offset
-            ))
-        })?;
+        check_position(state, &self.settings, record)
+            .map_err(|e| position_failure(index, record, e))?;
         let bytes = in_flight_cost(record, record.size());
         let submitted = state.submit(record, bytes);
         let error = RecordError::new(Stage::TaskPoll, &self.plugin, "TopicNotGranted", reason);

@@ -36,6 +36,15 @@ impl Connector for FlakySink {
         .config(
             ConfigDef::new("reject.times", ConfigType::Long, "Rejections per record.").default(-1),
         )
+        .config(
+            ConfigDef::new(
+                "sleep.in",
+                ConfigType::String,
+                "Sleep sleep.ms in this call: put, flush or stop (none: never).",
+            )
+            .default("none"),
+        )
+        .config(ConfigDef::new("sleep.ms", ConfigType::Long, "How long to sleep.").default(1000))
         .config(ConfigDef::new(
             "secret",
             ConfigType::Password,
@@ -55,6 +64,16 @@ pub struct Task {
     reject_times: i64,
     /// How often each (partition, offset) was rejected.
     rejected: std::collections::HashMap<(i32, i64), i64>,
+    sleep_in: String,
+    sleep_ms: u64,
+}
+
+impl Task {
+    fn sleep_if(&self, call: &str) {
+        if self.sleep_in == call {
+            std::thread::sleep(std::time::Duration::from_millis(self.sleep_ms));
+        }
+    }
 }
 
 impl SinkTask for Task {
@@ -71,10 +90,13 @@ impl SinkTask for Task {
             reject: config.string_or("reject", ""),
             reject_times: config.parse_or("reject.times", -1)?,
             rejected: Default::default(),
+            sleep_in: config.string_or("sleep.in", "none"),
+            sleep_ms: config.parse_or("sleep.ms", 1000)?,
         })
     }
 
     fn put(&mut self, records: &SinkRecords) -> Result<Vec<RecordFailure>> {
+        self.sleep_if("put");
         if self.failures_left > 0 {
             self.failures_left -= 1;
             return Err(Error::retriable(format!(
@@ -111,10 +133,15 @@ impl SinkTask for Task {
     }
 
     fn flush(&mut self, offsets: Vec<TopicPartitionOffset>) -> Result<Vec<TopicPartitionOffset>> {
+        self.sleep_if("flush");
         self.file
             .sync_data()
             .map_err(|e| Error::retriable(e.to_string()))?;
         Ok(offsets)
+    }
+
+    fn stop(&mut self) {
+        self.sleep_if("stop");
     }
 }
 

@@ -5,6 +5,9 @@
 //! - `utf8`: a text value that is not UTF-8;
 //! - `headers`: a header range past the batch's headers list;
 //! - `columns`: a per-record list longer than the others.
+//! - `shared-headers`: a well-formed batch of as many records as asked for, all pointing at one
+//!   list of `headers` headers (default 1000) with 1000-byte values: a few kilobytes from the
+//!   plugin that would be gigabytes on the host.
 
 // The raw exports only make sense in a WebAssembly build (a native `cargo build` of the
 // workspace must not try to link them).
@@ -46,6 +49,10 @@ mod plugin {
                 config_defs: vec![
                     def("mode", "span, utf8, headers or columns."),
                     def("topic", "Topic of the records."),
+                    def(
+                        "headers",
+                        "Headers in the shared list (mode shared-headers).",
+                    ),
                 ],
             }
         }
@@ -61,6 +68,7 @@ mod plugin {
 
     struct Task {
         mode: String,
+        headers: u32,
     }
 
     impl SourceGuest for Plugin {
@@ -74,10 +82,18 @@ mod plugin {
                 .find(|(k, _)| k == "mode")
                 .map(|(_, v)| v.clone())
                 .unwrap_or_default();
-            Ok(SourceTask::new(Task { mode }))
+            let headers = config
+                .iter()
+                .find(|(k, _)| k == "headers")
+                .and_then(|(_, v)| v.parse().ok())
+                .unwrap_or(1000);
+            Ok(SourceTask::new(Task { mode, headers }))
         }
 
-        fn poll(&self, _max_records: u32) -> Result<SourceBatch, PluginError> {
+        fn poll(&self, max_records: u32) -> Result<SourceBatch, PluginError> {
+            if self.mode == "shared-headers" {
+                return Ok(shared_headers(max_records, self.headers));
+            }
             // data: `{}` (partition and offset) then `ok` (the value).
             let mut batch = SourceBatch {
                 data: b"{}ok".to_vec(),
@@ -127,6 +143,54 @@ mod plugin {
         }
 
         fn stop(&self) {}
+    }
+
+    /// `records` records (value `ok`, partition and offset `{}`), every one with the same list
+    /// of `headers` headers `h` = 1000 bytes (one span shared by all).
+    fn shared_headers(records: u32, headers: u32) -> SourceBatch {
+        use wasm_connect::plugin::batch::{PackedHeader, Span};
+        let n = records as usize;
+        let mut data = b"{}okh".to_vec();
+        data.extend(std::iter::repeat_n(b'v', 1000));
+        SourceBatch {
+            data,
+            topics: Vec::new(),
+            topic: vec![-1; n],
+            partition: vec![-1; n],
+            timestamp: vec![-1; n],
+            key: DataColumn {
+                kind: vec![0; n],
+                start: vec![0; n],
+                len: vec![0; n],
+            },
+            value: DataColumn {
+                kind: vec![2; n],
+                start: vec![2; n],
+                len: vec![2; n],
+            },
+            source_partition: SpanColumn {
+                start: vec![0; n],
+                len: vec![2; n],
+            },
+            source_offset: SpanColumn {
+                start: vec![0; n],
+                len: vec![2; n],
+            },
+            headers: vec![
+                PackedHeader {
+                    key: Span { start: 4, len: 1 },
+                    value: Some(Span {
+                        start: 5,
+                        len: 1000,
+                    }),
+                };
+                headers as usize
+            ],
+            header_ranges: HeaderRanges {
+                first: vec![0; n],
+                count: vec![headers; n],
+            },
+        }
     }
 
     export!(Plugin);

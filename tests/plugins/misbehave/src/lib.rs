@@ -12,6 +12,18 @@
 //! - `poison`: returns records 0..`count` (JSON `{"seq": n}`), except that the indices in
 //!   `bad.json` carry invalid JSON and those in `big` a text value of `size` bytes, sent to
 //!   `big.topic` (default: `topic`).
+//! - `sleep` with `sleep.in`: sleeps `sleep.ms` in `poll` (the default), `commit` (polls return a
+//!   record each), `stop`, `validate` or `task-configs`.
+//! - `offsets-loop`, `clock-loop`, `stderr-loop`: call the `offsets` import, read the clock, or
+//!   write one byte to stderr (no newline), in a loop that never ends.
+//! - `big-log`: logs `count` messages of `size` bytes per poll.
+//! - `reconfigure`: asks for a reconfiguration in a loop that never ends.
+//! - `partitions`: every record in a source partition of its own.
+//! - `big-offset`: 20 records a poll whose source offsets are `size` bytes.
+//! - `open-files`: opens the file `path` again and again, keeping every handle.
+//! - `write-to`: records for the topic `write.topic` (which the connector may not be granted).
+//! - `topic-per-record`: record n for topic `write.topic`-n.
+//! - `tasks` (any mode): how many task configs to return (at most `tasks.max`).
 
 use wasm_connect_sdk::{
     Config, ConfigDef, ConfigType, Connector, Data, Error, Result, SourceConnector, SourceRecord,
@@ -33,6 +45,16 @@ const MODES: &[&str] = &[
     "read",
     "connect",
     "poison",
+    "offsets-loop",
+    "clock-loop",
+    "stderr-loop",
+    "big-log",
+    "reconfigure",
+    "partitions",
+    "big-offset",
+    "open-files",
+    "write-to",
+    "topic-per-record",
 ];
 
 impl Connector for Misbehave {
@@ -74,6 +96,39 @@ impl Connector for Misbehave {
                 ConfigDef::new("big", ConfigType::List, "Indices with `size`-byte values.")
                     .default(""),
             )
+            .config(
+                ConfigDef::new("sleep.in", ConfigType::String, "Where mode sleep sleeps.")
+                    .allowed(&["poll", "commit", "stop", "validate", "task-configs"])
+                    .default("poll"),
+            )
+            .config(
+                ConfigDef::new(
+                    "write.topic",
+                    ConfigType::String,
+                    "Topic (modes write-to, topic-per-record).",
+                )
+                .default(""),
+            )
+            .config(ConfigDef::new("tasks", ConfigType::Int, "Task configs to return.").default(1))
+    }
+
+    fn validate(config: &Config) -> Vec<wasm_connect_sdk::ConfigError> {
+        sleep_if(config, "validate");
+        Vec::new()
+    }
+
+    fn task_configs(config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
+        sleep_if(config, "task-configs");
+        let tasks: u32 = config.parse_or("tasks", 1)?;
+        Ok((0..tasks.min(max_tasks)).map(|_| config.clone()).collect())
+    }
+}
+
+/// Sleep `sleep.ms` if mode `sleep` sleeps in `call`.
+fn sleep_if(config: &Config, call: &str) {
+    if config.string_or("mode", "") == "sleep" && config.string_or("sleep.in", "poll") == call {
+        let ms: u64 = config.parse_or("sleep.ms", 1000).unwrap_or(1000);
+        std::thread::sleep(std::time::Duration::from_millis(ms));
     }
 }
 
@@ -93,6 +148,10 @@ pub struct Task {
     bad_json: Vec<u64>,
     big: Vec<u64>,
     big_topic: String,
+    sleep_in: String,
+    write_topic: String,
+    /// Handles kept open (mode open-files).
+    files: Vec<std::fs::File>,
 }
 
 fn indices(config: &Config, key: &str) -> Vec<u64> {
@@ -125,7 +184,23 @@ impl SourceTask for Task {
             bad_json: indices(&config, "bad.json"),
             big: indices(&config, "big"),
             big_topic: config.string_or("big.topic", ""),
+            sleep_in: config.string_or("sleep.in", "poll"),
+            write_topic: config.string_or("write.topic", ""),
+            files: Vec::new(),
         })
+    }
+
+    fn commit(&mut self, _positions: Vec<wasm_connect_sdk::SourcePosition>) -> Result<()> {
+        if self.mode == "sleep" && self.sleep_in == "commit" {
+            std::thread::sleep(std::time::Duration::from_millis(self.sleep_ms));
+        }
+        Ok(())
+    }
+
+    fn stop(&mut self) {
+        if self.mode == "sleep" && self.sleep_in == "stop" {
+            std::thread::sleep(std::time::Duration::from_millis(self.sleep_ms));
+        }
     }
 
     fn poll(&mut self, max_records: u32) -> Result<Vec<SourceRecord>> {
@@ -138,7 +213,81 @@ impl SourceTask for Task {
                 println!("hello through stdout");
                 eprintln!("hello through stderr");
             }
-            "sleep" => std::thread::sleep(std::time::Duration::from_millis(self.sleep_ms)),
+            "sleep" if self.sleep_in == "poll" => {
+                std::thread::sleep(std::time::Duration::from_millis(self.sleep_ms))
+            }
+            "sleep" if self.sleep_in == "commit" => {
+                let offset = self.next;
+                self.next += 1;
+                return Ok(vec![record(offset, Data::Text("tick".into()))]);
+            }
+            "offsets-loop" => loop {
+                std::hint::black_box(read_offsets(&[json!(PARTITION)]));
+            },
+            "clock-loop" => loop {
+                std::hint::black_box(std::time::Instant::now());
+            },
+            "stderr-loop" => {
+                use std::io::Write;
+                let mut err = std::io::stderr();
+                loop {
+                    let _ = err.write_all(b"x");
+                }
+            }
+            "big-log" => {
+                let message = "y".repeat(self.size);
+                for _ in 0..self.count {
+                    log::info(&message);
+                }
+            }
+            "reconfigure" => loop {
+                wasm_connect_sdk::request_reconfiguration();
+            },
+            "partitions" => {
+                let start = self.next;
+                self.next += u64::from(max_records);
+                return Ok((start..self.next)
+                    .map(|i| {
+                        SourceRecord::new(&json!({ "p": i }), &json!(i), Data::Text("p".into()))
+                            .with_topic(&self.topic)
+                    })
+                    .collect());
+            }
+            "big-offset" => {
+                let offset = json!("o".repeat(self.size));
+                return Ok((0..20)
+                    .map(|_| {
+                        SourceRecord::new(&json!(PARTITION), &offset, Data::Text("b".into()))
+                            .with_topic(&self.topic)
+                    })
+                    .collect());
+            }
+            "open-files" => loop {
+                match std::fs::File::open(&self.path) {
+                    Ok(file) => self.files.push(file),
+                    Err(e) => {
+                        return Err(Error::fatal(format!(
+                            "opened {} files, then: {e}",
+                            self.files.len()
+                        )));
+                    }
+                }
+            },
+            "write-to" => {
+                let offset = self.next;
+                self.next += 1;
+                return Ok(vec![
+                    record(offset, Data::Text("injected".into())).with_topic(&self.write_topic),
+                ]);
+            }
+            "topic-per-record" => {
+                let offset = self.next;
+                self.next += 1;
+                let topic = format!("{}-{offset}", self.write_topic);
+                return Ok(vec![
+                    record(offset, Data::Text("t".into())).with_topic(&topic),
+                ]);
+            }
             "spin" => {
                 let mut x: u64 = 0;
                 loop {
