@@ -19,7 +19,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use wasm_connect_tests::kafka::{self, consume, create_topic, unique_topic};
 use wasm_connect_tests::plugins_with;
-use wasm_connect_tests::rest::{create, get, task_metrics};
+use wasm_connect_tests::rest::{get, start_neighbour};
 use wasm_connect_tests::worker::Worker;
 
 /// The neighbour's rate (records a second).
@@ -147,22 +147,8 @@ async fn plugins_spend_their_own_budgets_and_nothing_else() {
 
     let neighbour_topic = unique_topic("neighbour");
     create_topic(&neighbour_topic, 1).await;
-    let neighbour = json!({"connector.class": "datagen", "topic": neighbour_topic, "rate": RATE.to_string(),
-        "value.size": "100", "value.converter": "string"});
-    assert_eq!(
-        create(&url, "neighbour", neighbour).await,
-        StatusCode::CREATED
-    );
+    start_neighbour(&url, "neighbour", &neighbour_topic, RATE).await;
     let done = |metrics: &Value| metrics["records_done"].as_u64().unwrap_or(0);
-    let mut warm = 0;
-    for _ in 0..300 {
-        warm = done(&task_metrics(&url, "neighbour", 0).await);
-        if warm >= RATE {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(warm >= RATE, "the neighbour runs: {}", worker.log_text());
     let log_before = fs::metadata(&worker.log).map_or(0, |m| m.len());
 
     // Each hostile connector, and what its task's trace must say.

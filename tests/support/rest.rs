@@ -52,3 +52,22 @@ pub fn wait_for_state(url: &str, name: &str, state: &str, timeout: Duration) -> 
     assert!(reached, "task 0 of {name} never reached {state}: {last}");
     last
 }
+
+/// Create a `datagen` connector `name` writing `rate` records a second of 100-byte string
+/// values to `topic`, and wait until it has written a second's worth.
+pub async fn start_neighbour(url: &str, name: &str, topic: &str, rate: u64) {
+    let config = json!({"connector.class": "datagen", "topic": topic, "rate": rate.to_string(),
+        "value.size": "100", "value.converter": "string"});
+    assert_eq!(create(url, name, config).await, StatusCode::CREATED);
+    let mut done = 0;
+    for _ in 0..300 {
+        done = task_metrics(url, name, 0).await["records_done"]
+            .as_u64()
+            .unwrap_or(0);
+        if done >= rate {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{name} wrote {done} records in 30 s, not {rate}");
+}

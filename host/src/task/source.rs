@@ -102,6 +102,30 @@ fn check_position(
     Ok(())
 }
 
+/// What a dead-letter copy of `record` (for `topic`) carries: the key and value as far as
+/// conversion got, and its own headers, timestamp and source position.
+fn failed_record(
+    topic: &str,
+    record: &RecordRef<'_>,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    source_position: Option<(String, String)>,
+) -> FailedRecord {
+    FailedRecord {
+        topic: topic.to_owned(),
+        key,
+        value,
+        headers: record
+            .headers
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.map(<[u8]>::to_vec)))
+            .collect(),
+        timestamp: record.timestamp,
+        source_position,
+        ..Default::default()
+    }
+}
+
 /// The failure of a task whose record `index` has a position [`check_position`] refused.
 fn position_failure(index: usize, record: &RecordRef<'_>, problem: String) -> Failure {
     Failure::from(format!(
@@ -457,19 +481,13 @@ impl SourceRunner {
         let bytes = in_flight_cost(record, record.size());
         let submitted = state.submit(record, bytes);
         let error = RecordError::new(Stage::TaskPoll, &self.plugin, "TopicNotGranted", reason);
-        let failed = FailedRecord {
-            topic: topic.to_owned(),
-            key: record.key.map(|d| d.bytes().to_vec()),
-            value: record.value.map(|d| d.bytes().to_vec()),
-            headers: record
-                .headers
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), v.map(<[u8]>::to_vec)))
-                .collect(),
-            timestamp: record.timestamp,
-            source_position: state.tracker.position(submitted),
-            ..Default::default()
-        };
+        let failed = failed_record(
+            topic,
+            record,
+            record.key.map(|d| d.bytes().to_vec()),
+            record.value.map(|d| d.bytes().to_vec()),
+            state.tracker.position(submitted),
+        );
         let target = state.target(submitted, bytes);
         let outcome = self.reject(state, queued, error, failed, target).await;
         if outcome.is_err() {
@@ -545,19 +563,7 @@ impl SourceRunner {
     ) -> Result<(), Failure> {
         // What a dead-letter record carries: the key and value as far as conversion got.
         let failed = |key: Option<Vec<u8>>, value: Option<Vec<u8>>, tracker: &SubmittedRecords| {
-            FailedRecord {
-                topic: topic.to_owned(),
-                key,
-                value,
-                headers: record
-                    .headers
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), v.map(<[u8]>::to_vec)))
-                    .collect(),
-                timestamp: record.timestamp,
-                source_position: tracker.position(submitted),
-                ..Default::default()
-            }
+            failed_record(topic, record, key, value, tracker.position(submitted))
         };
         let raw = |data: Option<DataRef<'_>>| data.map(|d| d.bytes().to_vec());
         let size = record.size();
