@@ -142,6 +142,31 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "Largest record (key, value and headers) allowed across the plugin boundary.",
     ),
     (
+        "sandbox.record.max.headers",
+        "1000",
+        "Most header entries one record from a source plugin may carry.",
+    ),
+    (
+        "sandbox.batch.max.bytes",
+        "67108864",
+        "Most bytes one polled batch may expand to on the host (shared spans and headers counted each time a record uses them).",
+    ),
+    (
+        "sandbox.source.offset.max.bytes",
+        "65536",
+        "Longest source partition or source offset (JSON text) of one record.",
+    ),
+    (
+        "sandbox.source.partitions.max",
+        "100000",
+        "Most distinct source partitions one source task may track, and one connector may have offsets stored for.",
+    ),
+    (
+        "sandbox.topics.max",
+        "1000",
+        "Most distinct topics one source connector may write to (and so create) since its active topics were last reset.",
+    ),
+    (
         "topic.creation.enable",
         "true",
         "Create missing topics of source connectors (KIP-158 settings in the connector).",
