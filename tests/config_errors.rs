@@ -24,8 +24,10 @@ fn standalone(dir: &std::path::Path, worker: &str, connectors: &[(&str, &str)]) 
 }
 
 fn base_worker(dir: &std::path::Path) -> String {
+    // Any free port: REST listens before connector files are checked (they need the plugins),
+    // and these tests run side by side.
     format!(
-        "bootstrap.servers={}\nplugin.path={}\ndata.dir={}\n",
+        "bootstrap.servers={}\nplugin.path={}\ndata.dir={}\nlisteners=http://127.0.0.1:0\n",
         kafka::bootstrap(),
         plugin_dir().display(),
         dir.join("data").display()
@@ -57,7 +59,10 @@ fn a_missing_plugin_directory_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let (ok, err) = standalone(
         dir.path(),
-        "bootstrap.servers=127.0.0.1:1\nplugin.path=/no/such/plugins\n",
+        &format!(
+            "bootstrap.servers=127.0.0.1:1\nplugin.path=/no/such/plugins\ndata.dir={}\n",
+            dir.path().join("data").display()
+        ),
         &[],
     );
     assert!(!ok);

@@ -214,7 +214,7 @@ async fn plugins_spend_their_own_budgets_and_nothing_else() {
             "open-files",
             json!({"mode": "open-files", "path": granted.join("fine.txt").display().to_string(),
                 "sandbox.fs.read": granted.display().to_string()}),
-            "more than 1024 handles".to_owned(),
+            "more than 256 handles".to_owned(),
         ),
         (
             "write-to",
@@ -249,13 +249,14 @@ async fn plugins_spend_their_own_budgets_and_nothing_else() {
         let (status, body, _) = rest.post(name, &config).await;
         assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
     }
-    // Not failing, but cut to its budget: 5 MB messages, ten a poll.
+    // Not failing, but cut to its budget: 50 MB messages, ten a poll.
     let (status, body, _) = rest
         .post(
             "big-log",
             &with(
                 &base,
-                json!({"mode": "big-log", "size": "5000000", "count": "10", "topic": unique_topic("big-log")}),
+                json!({"mode": "big-log", "size": "50000000", "count": "10",
+                    "sandbox.memory.max.bytes": "134217728", "topic": unique_topic("big-log")}),
             ),
         )
         .await;
@@ -387,7 +388,9 @@ async fn plugins_spend_their_own_budgets_and_nothing_else() {
         "{log_bytes} bytes of log in {hostile_done:?}"
     );
     assert!(
-        log.contains("[cut: 4991808 of 5000000 bytes not logged (sandbox.log.message.max.bytes)]"),
+        log.contains(
+            "[cut: 49991808 of 50000000 bytes not logged (sandbox.log.message.max.bytes)]"
+        ),
         "big messages are cut with a marker"
     );
     let reconfigure_lines = log
@@ -397,7 +400,7 @@ async fn plugins_spend_their_own_budgets_and_nothing_else() {
         (1..=3).contains(&reconfigure_lines),
         "reconfiguration requests are logged at most every 10 s: {reconfigure_lines} lines"
     );
-    assert!(max_fds < 1024 + 512, "{max_fds} descriptors open at most");
+    assert!(max_fds < 256 + 512, "{max_fds} descriptors open at most");
     assert!(
         max_rss_kb < 1536 * 1024,
         "worker RSS reached {max_rss_kb} kB"

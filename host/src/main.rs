@@ -15,6 +15,9 @@ fn main() -> ExitCode {
         _ => "warn",
     };
     wasm_connect::logging::init(default_filter);
+    if matches!(cli.command, Command::Standalone(_)) {
+        wasm_connect::herder::capacity::raise_open_file_limit();
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

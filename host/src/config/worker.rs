@@ -97,6 +97,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "Sum of the memory limits (sandbox.memory.max.bytes) of every task instance; beyond it connectors are refused.",
     ),
     (
+        "sandbox.files.budget",
+        "(open-file limit - reserve)",
+        "Sum of the handle limits (sandbox.handles.max) of every task instance with a directory grant; beyond it such connectors are refused. Default: the open-file limit less a quarter of it (at least 1024) kept for the worker.",
+    ),
+    (
         "sandbox.log.lines.per.second",
         "100",
         "Default output lines (stdout, stderr, log) a plugin instance may write per second.",
@@ -113,7 +118,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ),
     (
         "sandbox.handles.max",
-        "1024",
+        "256",
         "Default most handles (open files, directory streams, streams, pollables) one plugin instance may hold.",
     ),
     (
@@ -352,6 +357,11 @@ impl WorkerConfig {
             machine.memory_budget,
             1,
         );
+        let files_budget = number(
+            crate::herder::capacity::FILES_BUDGET,
+            machine.files_budget,
+            0,
+        );
         let scan_ms = number("plugin.scan.interval.ms", 2000, 10);
         let partitions = number("topic.creation.default.partitions", 1, 1);
         let replication = match get("topic.creation.default.replication.factor") {
@@ -432,6 +442,7 @@ impl WorkerConfig {
                 tasks_per_worker,
                 tasks_per_connector,
                 memory_budget,
+                files_budget,
             },
             task,
             topic_creation_enable,

@@ -1,5 +1,6 @@
-//! What one worker admits: how many task instances it runs and how much linear memory their
-//! limits may claim together. Work beyond that is refused when a connector is created,
+//! What one worker admits: how many task instances it runs, how much linear memory their
+//! limits may claim together, and how many open files the instances that may open files
+//! (those with directory grants) may hold together. Work beyond that is refused when a connector is created,
 //! reconfigured, validated, resumed or restored, with a message that names the limit and the
 //! key to raise, instead of being discovered when instances fail to allocate.
 //!
@@ -11,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use crate::config::Problem;
-use crate::config_keys::{MEMORY_MAX_BYTES, TASKS_MAX};
+use crate::config_keys::{HANDLES_MAX, MEMORY_MAX_BYTES, TASKS_MAX};
 use crate::sandbox::engine::INSTANCE_ADDRESS_SPACE_OVERHEAD;
 
 /// Worker key: the most task instances this worker runs.
@@ -20,6 +21,12 @@ pub const TASKS_PER_WORKER: &str = "tasks.max.per.worker";
 pub const TASKS_PER_CONNECTOR: &str = "tasks.max.per.connector";
 /// Worker key: the sum of the memory limits of every task instance.
 pub const MEMORY_BUDGET: &str = "sandbox.memory.budget.bytes";
+/// Worker key: the sum of the handle limits of every task instance that may open files.
+pub const FILES_BUDGET: &str = "sandbox.files.budget";
+
+/// Open files the worker keeps for itself (Kafka connections, REST, state files, the compile
+/// cache): this many, or a quarter of its open-file limit if that is more.
+const FILES_RESERVED: u64 = 1024;
 
 /// Address-space mappings one plugin instance needs at most while it runs (its linear memory
 /// and guard, its async stack and guard, and what the allocator maps for it). The kernel caps
@@ -50,6 +57,8 @@ pub struct CapacityLimits {
     pub tasks_per_connector: u32,
     /// `sandbox.memory.budget.bytes`.
     pub memory_budget: u64,
+    /// `sandbox.files.budget`.
+    pub files_budget: u64,
 }
 
 impl CapacityLimits {
@@ -62,12 +71,14 @@ impl CapacityLimits {
             .ok()
             .and_then(|s| s.trim().parse::<u64>().ok())
             .unwrap_or(65530);
-        Self::derived(ram, map_count, memory_reservation)
+        let open_files = open_file_limit().unwrap_or(1024);
+        Self::derived(ram, map_count, memory_reservation, open_files)
     }
 
     /// The defaults for a machine with `ram` bytes and a cap of `map_count` mappings, whose
-    /// instances reserve `memory_reservation` bytes each for their memory.
-    pub fn derived(ram: u64, map_count: u64, memory_reservation: u64) -> Self {
+    /// instances reserve `memory_reservation` bytes each for their memory, in a process that
+    /// may hold `open_files` descriptors.
+    pub fn derived(ram: u64, map_count: u64, memory_reservation: u64, open_files: u64) -> Self {
         let by_mappings = map_count.saturating_sub(MAPPINGS_RESERVED) / MAPPINGS_PER_INSTANCE;
         let by_memory = ram / MEMORY_PER_TASK_DEFAULT;
         let per_instance = memory_reservation.saturating_add(INSTANCE_ADDRESS_SPACE_OVERHEAD);
@@ -80,6 +91,7 @@ impl CapacityLimits {
             tasks_per_worker: tasks,
             tasks_per_connector: tasks.min(TASKS_PER_CONNECTOR_DEFAULT),
             memory_budget: ram.saturating_mul(MEMORY_BUDGET_RAM_MULTIPLE),
+            files_budget: open_files.saturating_sub(FILES_RESERVED.max(open_files / 4)),
         }
     }
 
@@ -98,6 +110,38 @@ impl CapacityLimits {
     }
 }
 
+/// The process's open-file limit (the soft limit, which `raise_open_file_limit` lifts to the
+/// hard one at start).
+fn open_file_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// Lift the process's soft open-file limit to its hard limit, as servers commonly do: the
+/// default soft limit (often 1024) would otherwise cap the files plugins may hold together.
+pub fn raise_open_file_limit() {
+    #[cfg(unix)]
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
+    unsafe {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                tracing::warn!(
+                    "cannot raise the open-file limit to {}: {}",
+                    limit.rlim_max,
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+    }
+}
+
 /// The machine's RAM in bytes (`MemTotal`).
 fn machine_ram() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -113,6 +157,9 @@ pub struct Claim {
     pub tasks: u32,
     /// Bytes: the sum of their memory limits.
     pub memory: u64,
+    /// Open files they may hold: the sum of their handle limits if they may open files (they
+    /// have directory grants), else none.
+    pub files: u64,
 }
 
 impl Claim {
@@ -122,6 +169,15 @@ impl Claim {
         Self {
             tasks,
             memory: u64::from(tasks).saturating_mul(memory_per_task as u64),
+            files: 0,
+        }
+    }
+
+    /// This claim for tasks that may each hold `files_per_task` open files.
+    pub fn with_files(self, files_per_task: usize) -> Self {
+        Self {
+            files: u64::from(self.tasks).saturating_mul(files_per_task as u64),
+            ..self
         }
     }
 }
@@ -196,6 +252,20 @@ impl Capacity {
                 ),
             ));
         }
+        let files = others.files.saturating_add(claim.files);
+        if claim.files > 0 && files > self.limits.files_budget {
+            return Err(Problem::new(
+                HANDLES_MAX,
+                format!(
+                    "{} task(s) that may open files, with {} handles each ({HANDLES_MAX}), claim {} open files, and other connectors' tasks claim {}: more than this worker's budget of {} ({FILES_BUDGET}, from its open-file limit); lower {HANDLES_MAX} or {TASKS_MAX} for this connector, or raise the worker's open-file limit (ulimit -n) or {FILES_BUDGET}",
+                    claim.tasks,
+                    claim.files.checked_div(u64::from(claim.tasks)).unwrap_or(0),
+                    claim.files,
+                    others.files,
+                    self.limits.files_budget
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -222,6 +292,7 @@ fn sum<'a>(claims: impl Iterator<Item = &'a Claim>) -> Claim {
     claims.fold(Claim::default(), |a, c| Claim {
         tasks: a.tasks.saturating_add(c.tasks),
         memory: a.memory.saturating_add(c.memory),
+        files: a.files.saturating_add(c.files),
     })
 }
 
@@ -247,22 +318,29 @@ mod tests {
             tasks_per_worker: tasks,
             tasks_per_connector: per_connector,
             memory_budget: memory,
+            files_budget: u64::MAX,
         }
     }
 
     #[test]
     fn defaults_follow_the_machine() {
         // 24 GiB and the kernel's default cap: the mappings bound the tasks.
-        let l = CapacityLimits::derived(24 << 30, 65530, 256 << 20);
+        let l = CapacityLimits::derived(24 << 30, 65530, 256 << 20, 20_000);
         assert_eq!(l.tasks_per_worker, (65530 - 4096) / 4);
         assert_eq!(l.tasks_per_connector, 1000);
         assert_eq!(l.memory_budget, 96 << 30);
+        // A quarter of the open-file limit is the worker's own.
+        assert_eq!(l.files_budget, 15_000);
         // A small machine: its RAM bounds them.
-        let l = CapacityLimits::derived(512 << 20, 65530, 256 << 20);
+        let l = CapacityLimits::derived(512 << 20, 65530, 256 << 20, 1024);
         assert_eq!(l.tasks_per_worker, 512);
         assert_eq!(l.tasks_per_connector, 512);
+        assert_eq!(
+            l.files_budget, 0,
+            "1024 descriptors are all the worker's own"
+        );
         // 4 GiB reservations and a raised mapping cap: the address space bounds them.
-        let l = CapacityLimits::derived(1 << 40, 1 << 30, 1 << 32);
+        let l = CapacityLimits::derived(1 << 40, 1 << 30, 1 << 32, 1 << 20);
         assert_eq!(
             u64::from(l.tasks_per_worker),
             (1 << 46) / ((1u64 << 32) + INSTANCE_ADDRESS_SPACE_OVERHEAD)
@@ -302,5 +380,28 @@ mod tests {
         assert_eq!(c.used().tasks, 9);
         c.release("a");
         assert_eq!(c.used(), Claim::new(4, 1 << 20));
+    }
+
+    #[test]
+    fn only_tasks_that_may_open_files_claim_them() {
+        let c = Capacity::new(CapacityLimits {
+            files_budget: 1000,
+            ..limits(100, 100, u64::MAX)
+        });
+        // No directory grant: no files claimed, however many tasks.
+        c.admit("plain", Claim::new(50, 1)).unwrap();
+        c.admit("files", Claim::new(3, 1).with_files(256)).unwrap();
+        let refused = c
+            .admit("more", Claim::new(1, 1).with_files(256))
+            .unwrap_err();
+        assert_eq!(refused.key, HANDLES_MAX);
+        assert!(
+            refused
+                .message
+                .contains("claim 256 open files, and other connectors' tasks claim 768")
+                && refused.message.contains(FILES_BUDGET),
+            "{refused}"
+        );
+        c.admit("more", Claim::new(1, 1).with_files(232)).unwrap();
     }
 }

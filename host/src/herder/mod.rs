@@ -146,6 +146,8 @@ impl Herder {
         .map_err(|e| format!("cannot start the WebAssembly engine: {e:#}"))?;
         let registry =
             Registry::with_limits(Arc::clone(&sandbox), &config.plugin_path, config.limits);
+        // A directory that cannot be read fails the start now, before REST listens.
+        registry.check_dir()?;
         let (broker, bootstrap) = match &config.bootstrap_servers {
             Some(servers) => (None, servers.clone()),
             None => {
@@ -919,7 +921,13 @@ fn instance_id(data_dir: &std::path::Path) -> Result<String, String> {
 
 /// What a prepared connector's tasks claim of the worker's capacity.
 fn claim_of(prepared: &Prepared) -> Claim {
-    Claim::new(prepared.task_configs.len(), prepared.limits.memory_bytes)
+    let claim = Claim::new(prepared.task_configs.len(), prepared.limits.memory_bytes);
+    // Only instances with a directory grant can open files; each may hold its handle limit.
+    if prepared.grants.dirs().is_empty() {
+        claim
+    } else {
+        claim.with_files(prepared.limits.handles_max)
+    }
 }
 
 fn kind_name(kind: Option<World>) -> &'static str {

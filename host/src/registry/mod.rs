@@ -100,6 +100,12 @@ impl Registry {
         })
     }
 
+    /// Whether the plugin directory can be listed; the error names `plugin.path` and the
+    /// directory.
+    pub fn check_dir(&self) -> Result<(), String> {
+        list_wasm_files(&self.dir).map(drop)
+    }
+
     /// The plugin directory.
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -90,7 +90,7 @@ impl Default for Limits {
             log_lines_per_second: 100,
             log_bytes_per_second: 64 * 1024,
             log_message_max_bytes: 8 * 1024,
-            handles_max: 1024,
+            handles_max: 256,
         }
     }
 }
