@@ -25,11 +25,14 @@ fn plugin_file(name: &str) -> PathBuf {
         .join(format!("{name}.wasm"))
 }
 
+/// Linear memory of the benchmark's instances: 10 000 records of 10 KiB are 100 MB on each
+/// side of the boundary, and the guest's vectors grow by doubling.
+const MEMORY: usize = 1 << 30;
+
 fn context() -> InstanceContext {
     let mut ctx = InstanceContext::bare("bench");
-    // 10 000 records of 10 KiB are 100 MB on each side of the boundary.
     ctx.limits = Limits {
-        memory_bytes: 1 << 30,
+        memory_bytes: MEMORY,
         ..Limits::default()
     };
     ctx
@@ -37,7 +40,8 @@ fn context() -> InstanceContext {
 
 fn boundary(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let sandbox = Sandbox::new(None).expect("sandbox");
+    // Reserved as the worker would for this limit (a memory cannot grow past its reservation).
+    let sandbox = Sandbox::with_reservation(None, MEMORY as u64).expect("sandbox");
     let load = |name: &str| {
         rt.block_on(Plugin::load(&sandbox, &plugin_file(name)))
             .unwrap_or_else(|e| panic!("{e} (run scripts/build-plugins first)"))
