@@ -208,7 +208,7 @@ async fn plugins_spend_their_own_budgets_and_nothing_else() {
         (
             "big-offset",
             json!({"mode": "big-offset", "size": "1000000"}),
-            "over the limit of 65536 bytes (sandbox.source.offset.max.bytes)".to_owned(),
+            "over the limit of 16384 bytes (sandbox.source.offset.max.bytes)".to_owned(),
         ),
         (
             "open-files",

@@ -99,7 +99,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     (
         "sandbox.files.budget",
         "(open-file limit - reserve)",
-        "Sum of the handle limits (sandbox.handles.max) of every task instance with a directory grant; beyond it such connectors are refused. Default: the open-file limit less a quarter of it (at least 1024) kept for the worker.",
+        "Sum of the handle limits (sandbox.handles.max) of every task instance with a directory grant; beyond it such connectors are refused. Default: the open-file limit less a quarter of it (at least 256) kept for the worker.",
     ),
     (
         "sandbox.log.lines.per.second",
@@ -158,13 +158,13 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ),
     (
         "sandbox.source.offset.max.bytes",
-        "65536",
+        "16384",
         "Longest source partition or source offset (JSON text) of one record.",
     ),
     (
         "sandbox.source.partitions.max",
-        "100000",
-        "Most distinct source partitions one source task may track, and one connector may have offsets stored for.",
+        "10000",
+        "Most distinct source partitions one source task may track; a connector may have offsets stored for this many per task.",
     ),
     (
         "sandbox.topics.max",

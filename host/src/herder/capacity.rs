@@ -25,8 +25,8 @@ pub const MEMORY_BUDGET: &str = "sandbox.memory.budget.bytes";
 pub const FILES_BUDGET: &str = "sandbox.files.budget";
 
 /// Open files the worker keeps for itself (Kafka connections, REST, state files, the compile
-/// cache): this many, or a quarter of its open-file limit if that is more.
-const FILES_RESERVED: u64 = 1024;
+/// cache): a quarter of its open-file limit, and at least this many.
+const FILES_RESERVED: u64 = 256;
 
 /// Address-space mappings one plugin instance needs at most while it runs (its linear memory
 /// and guard, its async stack and guard, and what the allocator maps for it). The kernel caps
@@ -336,8 +336,8 @@ mod tests {
         assert_eq!(l.tasks_per_worker, 512);
         assert_eq!(l.tasks_per_connector, 512);
         assert_eq!(
-            l.files_budget, 0,
-            "1024 descriptors are all the worker's own"
+            l.files_budget, 768,
+            "a quarter of 1024 descriptors is the worker's own"
         );
         // 4 GiB reservations and a raised mapping cap: the address space bounds them.
         let l = CapacityLimits::derived(1 << 40, 1 << 30, 1 << 32, 1 << 20);

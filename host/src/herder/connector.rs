@@ -469,7 +469,11 @@ async fn run_once(
     if plugin.world == World::Source {
         ctx.offsets = shared.offsets.reader(name);
     }
-    let settings = prepared.settings;
+    let mut settings = prepared.settings;
+    // Each task may track its own partitions; the connector's store holds all of theirs.
+    settings.stored_partitions_max = settings
+        .source_partitions_max
+        .saturating_mul(prepared.task_configs.len().max(1));
     metrics.set_state(if crate::task::control(&control_rx) == Control::Pause {
         TaskState::Paused
     } else {

@@ -26,6 +26,9 @@ pub use types::{
 /// record, since distributed mode stores each task config as one.
 pub const MAX_TASK_CONFIG_BYTES: usize = 1_000_000;
 
+/// The most all of a connector's task configs may add up to.
+pub const MAX_TASK_CONFIGS_BYTES: usize = 16 * 1024 * 1024;
+
 /// Why a call into a plugin did not return a result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
@@ -429,6 +432,15 @@ impl ConnectorInstance {
                 message: format!(
                     "task config {index} is {} bytes, over the limit of {MAX_TASK_CONFIG_BYTES} bytes; a task config says what to read or write, not the data itself",
                     size(big)
+                ),
+            });
+        }
+        let total: usize = configs.iter().map(size).sum();
+        if total > MAX_TASK_CONFIGS_BYTES {
+            return Err(CallError::Contract {
+                function: F,
+                message: format!(
+                    "the task configs add up to {total} bytes, over the limit of {MAX_TASK_CONFIGS_BYTES} bytes for a connector"
                 ),
             });
         }

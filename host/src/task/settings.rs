@@ -58,6 +58,9 @@ pub struct RunnerSettings {
     pub record_max_bytes: usize,
     /// `sandbox.source.partitions.max`.
     pub source_partitions_max: usize,
+    /// Most source partitions the connector may have offsets stored for: the per-task limit
+    /// times its tasks (set when a task is spawned).
+    pub stored_partitions_max: usize,
     /// `sandbox.source.offset.max.bytes`.
     pub source_offset_max_bytes: usize,
     /// `sandbox.record.max.headers`.
@@ -80,8 +83,9 @@ impl Default for RunnerSettings {
             sink_batch_max_records: 2000,
             // librdkafka's default `message.max.bytes`: a larger record could not be produced.
             record_max_bytes: 1_000_000,
-            source_partitions_max: 100_000,
-            source_offset_max_bytes: 64 * 1024,
+            source_partitions_max: 10_000,
+            stored_partitions_max: 10_000,
+            source_offset_max_bytes: 16 * 1024,
             record_max_headers: 1000,
             batch_max_bytes: 64 * 1024 * 1024,
             topics_max: 1000,

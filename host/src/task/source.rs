@@ -221,7 +221,7 @@ impl SourceRunner {
         // Whatever happened, record what Kafka has acknowledged so nothing is replayed twice
         // needlessly; then let the plugin release its resources.
         self.drain(&mut state).await;
-        let flushed = self.flush(&mut state).await;
+        let flushed = self.flush(&mut state, true).await;
         if let Err(e) = self.instance.stop(self.settings.shutdown_grace).await {
             tracing::warn!(connector = %self.connector, task = self.task, "stop: {e}");
         }
@@ -249,7 +249,7 @@ impl SourceRunner {
                 return Err(e.clone());
             }
             if last_flush.elapsed() >= self.settings.flush_interval {
-                self.flush(state).await?;
+                self.flush(state, false).await?;
                 last_flush = Instant::now();
                 state.last_topic.clear();
             }
@@ -778,8 +778,9 @@ impl SourceRunner {
         }
     }
 
-    /// Persist the committable offsets, then tell the plugin.
-    async fn flush(&mut self, state: &mut Loop) -> Result<(), Failure> {
+    /// Persist the committable offsets, then tell the plugin (which, when the task is
+    /// `stopping`, has `task.shutdown.graceful.timeout.ms` to take them, not its call deadline).
+    async fn flush(&mut self, state: &mut Loop, stopping: bool) -> Result<(), Failure> {
         self.take_acks(state).await;
         let committable = state.tracker.take_committable();
         if committable.is_empty() {
@@ -789,7 +790,7 @@ impl SourceRunner {
             .commit_async(
                 &self.connector,
                 &committable,
-                self.settings.source_partitions_max,
+                self.settings.stored_partitions_max,
             )
             .await?;
         tracing::debug!(connector = %self.connector, task = self.task, partitions = committable.len(), "flushed source offsets");
@@ -804,7 +805,21 @@ impl SourceRunner {
                 source_offset,
             })
             .collect();
-        match self.instance.commit(positions).await {
+        let committed = if stopping {
+            let grace = self.settings.shutdown_grace;
+            match tokio::time::timeout(grace, self.instance.commit(positions)).await {
+                Ok(committed) => committed,
+                Err(_) => {
+                    // The offsets are stored; only the plugin's notice is given up.
+                    tracing::warn!(connector = %self.connector, task = self.task, "commit did not return within {} ms of the stop request (task.shutdown.graceful.timeout.ms); abandoning the plugin instance", grace.as_millis());
+                    self.instance.abandon();
+                    return Ok(());
+                }
+            }
+        } else {
+            self.instance.commit(positions).await
+        };
+        match committed {
             Ok(()) => Ok(()),
             Err(e) if e.is_retriable() => {
                 tracing::warn!(connector = %self.connector, task = self.task, "commit: {e}");
