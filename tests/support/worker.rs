@@ -61,15 +61,7 @@ impl Worker {
     /// The REST API's base URL as soon as it listens (before plugins are loaded).
     pub fn early_rest_url(&mut self, timeout: Duration) -> String {
         self.wait_for_log("REST API listening at ", timeout);
-        let log = self.log_text();
-        let start = log
-            .find("REST API listening at ")
-            .expect("the listening line names the REST address")
-            + "REST API listening at ".len();
-        let rest = &log[start..];
-        rest[..rest.find(';').unwrap_or(rest.len())]
-            .trim()
-            .to_owned()
+        address_after(&self.log_text(), "REST API listening at ", ';')
     }
 
     /// The log so far.
@@ -103,15 +95,7 @@ impl Worker {
     /// The REST API's base URL, once the worker says it is running.
     pub fn rest_url(&mut self, timeout: Duration) -> String {
         self.wait_for_log("wasm-connect is running", timeout);
-        let log = self.log_text();
-        let start = log
-            .find("REST API at ")
-            .expect("the running line names the REST address")
-            + "REST API at ".len();
-        let rest = &log[start..];
-        rest[..rest.find(',').unwrap_or(rest.len())]
-            .trim()
-            .to_owned()
+        address_after(&self.log_text(), "REST API at ", ',')
     }
 
     /// SIGTERM, then wait for the exit.
@@ -143,6 +127,18 @@ impl Drop for Worker {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The text in `log` after the first `marker`, up to `end`.
+fn address_after(log: &str, marker: &str, end: char) -> String {
+    let start = log
+        .find(marker)
+        .unwrap_or_else(|| panic!("the log names the REST address after {marker:?}"))
+        + marker.len();
+    let rest = &log[start..];
+    rest[..rest.find(end).unwrap_or(rest.len())]
+        .trim()
+        .to_owned()
 }
 
 fn wait_with_timeout(child: &mut Child, timeout: Duration) -> ExitStatus {
