@@ -17,8 +17,8 @@ use wasm_connect_tests::{config, get, load, plugin_file, sandbox, test_plugin_fi
 struct FixedOffsets(HashMap<String, String>);
 
 impl OffsetReader for FixedOffsets {
-    fn read(&self, partitions: &[String]) -> Vec<Option<String>> {
-        partitions.iter().map(|p| self.0.get(p).cloned()).collect()
+    fn offset(&self, partition: &str) -> Option<String> {
+        self.0.get(partition).cloned()
     }
 }
 

@@ -1,6 +1,7 @@
 //! Hostile plugins that attack what crosses the sandbox boundary unmetered by guest CPU and
 //! linear memory: wall-clock time (sleeps in every kind of call), host work (imports called in
-//! a loop), log bytes, reconfiguration requests, header lists that expand on the host, source
+//! a loop), log bytes, reconfiguration requests, header lists that expand on the host, lists of
+//! strings that all point at the same guest bytes (returned, or passed to an import), source
 //! partitions and offsets, handles, topics, and shutdown. Each runs beside a well-behaved
 //! neighbour on a real worker and broker; each must fail alone with a trace naming the limit and
 //! its key (or be cut down to its budget), while REST answers every request, the neighbour keeps
@@ -199,6 +200,17 @@ async fn plugins_spend_their_own_budgets_and_nothing_else() {
             "many-headers",
             json!({"connector.class": "malformed-batch", "mode": "shared-headers", "headers": "100000"}),
             "has 100000 headers, over the limit of 1000 (sandbox.record.max.headers)".to_owned(),
+        ),
+        (
+            "aliased-topics",
+            json!({"connector.class": "malformed-batch", "mode": "aliased-topics"}),
+            "poll: the plugin trapped: the plugin handed the worker more than 134217728 bytes in one crossing (sandbox.call.copy.max.bytes)".to_owned(),
+        ),
+        (
+            "aliased-read",
+            json!({"connector.class": "malformed-batch", "mode": "aliased-read",
+                "sandbox.call.copy.max.bytes": "16777216"}),
+            "poll: the plugin trapped: the plugin handed the worker more than 16777216 bytes in one crossing (sandbox.call.copy.max.bytes)".to_owned(),
         ),
         (
             "partitions",
@@ -420,6 +432,10 @@ async fn plugins_spend_their_own_budgets_and_nothing_else() {
         max_rss_kb < 1536 * 1024,
         "worker RSS reached {max_rss_kb} kB"
     );
+    // The peak, however briefly it lasted: lists of aliased strings must not have been copied
+    // out in full (gigabytes each).
+    let peak_kb = status_kb(pid, "VmHWM:");
+    assert!(peak_kb < 1536 * 1024, "worker peak RSS {peak_kb} kB");
     assert_eq!(
         rest.get("/connectors/big-log/tasks/0/status").await["state"],
         "RUNNING",

@@ -22,6 +22,9 @@ pub const LOG_BYTES_PER_SECOND: &str = "sandbox.log.bytes.per.second";
 pub const LOG_MESSAGE_MAX_BYTES: &str = "sandbox.log.message.max.bytes";
 /// Per-connector override of how many handles (files, streams, pollables) an instance may hold.
 pub const HANDLES_MAX: &str = "sandbox.handles.max";
+/// Per-connector override of how many bytes the worker copies out of a plugin in one call (a
+/// call's result, or the arguments of one call the plugin makes to the worker).
+pub const CALL_COPY_MAX_BYTES: &str = "sandbox.call.copy.max.bytes";
 /// Per-connector override of how many output lines a plugin instance may log per second.
 pub const LOG_LINES_PER_SECOND: &str = "sandbox.log.lines.per.second";
 /// Comma-separated topics a source connector may write to besides `topic` and `topics`.

@@ -122,6 +122,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "Default most handles (open files, directory streams, streams, pollables) one plugin instance may hold.",
     ),
     (
+        "sandbox.call.copy.max.bytes",
+        "134217728",
+        "Default most bytes the worker copies out of a plugin in one crossing: a call's result, or the arguments of one call the plugin makes to the worker (and what offsets.read answers); each string and list is counted each time it is referenced.",
+    ),
+    (
         "source.poll.max.records",
         "2000",
         "Most records asked of a source task per poll.",

@@ -237,17 +237,13 @@ struct ConnectorOffsets {
 }
 
 impl OffsetReader for ConnectorOffsets {
-    fn read(&self, source_partitions: &[String]) -> Vec<Option<String>> {
-        let all = self.store.lock();
-        source_partitions
-            .iter()
-            .map(|p| {
-                let partition: Value = serde_json::from_str(p).ok()?;
-                all.offsets
-                    .get(&key(&self.connector, &partition))
-                    .map(Value::to_string)
-            })
-            .collect()
+    fn offset(&self, source_partition: &str) -> Option<String> {
+        let partition: Value = serde_json::from_str(source_partition).ok()?;
+        self.store
+            .lock()
+            .offsets
+            .get(&key(&self.connector, &partition))
+            .map(Value::to_string)
     }
 }
 
@@ -332,12 +328,10 @@ mod tests {
         let reopened = FileOffsetStore::open(&path).unwrap();
         let reader = reopened.reader("a");
         assert_eq!(
-            reader.read(&[
-                r#"{ "n": 1, "file": "/x" }"#.into(),
-                r#"{"file":"/y"}"#.into()
-            ]),
-            vec![Some(r#"{"position":20}"#.into()), None]
+            reader.offset(r#"{ "n": 1, "file": "/x" }"#),
+            Some(r#"{"position":20}"#.into())
         );
+        assert_eq!(reader.offset(r#"{"file":"/y"}"#), None);
         assert_eq!(
             reopened.offsets_of("b"),
             vec![(json!({"file":"/x"}), json!({"position":99}))]

@@ -11,6 +11,7 @@ pub mod v0_1 {
         wasmtime::component::bindgen!({
             world: "source-connector",
             path: "../wit/0.1.0",
+            imports: { "wasm-connect:plugin/offsets.read": trappable },
             exports: { default: async },
             additional_derives: [PartialEq, Eq],
         });
@@ -39,6 +40,7 @@ pub mod v0_2 {
         wasmtime::component::bindgen!({
             world: "source-connector",
             path: "../wit/0.2.0",
+            imports: { "wasm-connect:plugin/offsets.read": trappable },
             exports: { default: async },
             additional_derives: [PartialEq, Eq],
             with: {

@@ -144,6 +144,10 @@ impl Sandbox {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.meter);
+        // wasmtime counts every string and list it lifts out of the guest (a call's result, or
+        // the arguments of a call to the host) against this, each time it is referenced and
+        // before it is copied: references to shared guest bytes cannot multiply the copy.
+        store.set_hostcall_fuel(limits.copy_bytes);
         // Each time the guest reaches its deadline it has run for about one more tick: count
         // it, and yield to the executor so other instances on this thread get to run.
         store.epoch_deadline_callback(|mut ctx| {

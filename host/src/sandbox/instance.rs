@@ -239,6 +239,11 @@ impl Guarded {
                 limits.handles_max,
                 trap_message(&trap)
             )
+        } else if trap_message(&trap).contains(COPY_EXHAUSTED) {
+            format!(
+                "the plugin handed the worker more than {} bytes in one crossing (sandbox.call.copy.max.bytes): every string and list is counted each time it is referenced, shared bytes or not; return less per call",
+                limits.copy_bytes
+            )
         } else if let Some(desired) = meter.memory_denied {
             format!(
                 "the plugin tried to grow its memory to {desired} bytes, over its limit of {} bytes (sandbox.memory.max.bytes)",
@@ -252,6 +257,10 @@ impl Guarded {
         CallError::Trap { function, message }
     }
 }
+
+/// What wasmtime's error says when lifting a value out of the guest ran past the store's hostcall
+/// fuel (`sandbox.call.copy.max.bytes`). Its error type is private, so the text is matched.
+const COPY_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
 
 /// The trap's own message and its root cause, without a Rust backtrace.
 fn trap_message(trap: &wasmtime::Error) -> String {

@@ -14,9 +14,9 @@
 use std::time::{Duration, Instant};
 
 use crate::config_keys::{
-    CALL_TIMEOUT_MS, CALL_WALL_TIMEOUT_MS, CONFIG_WALL_TIMEOUT_MS, FLUSH_WALL_TIMEOUT_MS,
-    HANDLES_MAX, LOG_BYTES_PER_SECOND, LOG_LINES_PER_SECOND, LOG_MESSAGE_MAX_BYTES,
-    MEMORY_MAX_BYTES,
+    CALL_COPY_MAX_BYTES, CALL_TIMEOUT_MS, CALL_WALL_TIMEOUT_MS, CONFIG_WALL_TIMEOUT_MS,
+    FLUSH_WALL_TIMEOUT_MS, HANDLES_MAX, LOG_BYTES_PER_SECOND, LOG_LINES_PER_SECOND,
+    LOG_MESSAGE_MAX_BYTES, MEMORY_MAX_BYTES,
 };
 
 /// How often the engine's epoch advances; the granularity of call deadlines.
@@ -77,6 +77,11 @@ pub struct Limits {
     pub log_message_max_bytes: usize,
     /// Most handles (open files, directory streams, streams, pollables) the instance may hold.
     pub handles_max: usize,
+    /// Most bytes the worker copies out of the instance in one crossing: the result of one call
+    /// into the plugin, or the arguments of one call the plugin makes to the worker (and what
+    /// `offsets.read` answers). Every string and list is counted each time it is referenced,
+    /// before it is copied, so references that share guest bytes cannot multiply the copy.
+    pub copy_bytes: usize,
 }
 
 impl Default for Limits {
@@ -91,6 +96,7 @@ impl Default for Limits {
             log_bytes_per_second: 64 * 1024,
             log_message_max_bytes: 8 * 1024,
             handles_max: 256,
+            copy_bytes: 128 * 1024 * 1024,
         }
     }
 }
@@ -107,7 +113,8 @@ impl Limits {
 
     /// These limits with the overrides a connector config makes (`sandbox.memory.max.bytes`,
     /// `sandbox.call.timeout.ms`, the wall-clock deadlines, the log budgets,
-    /// `sandbox.handles.max`); an error names the key and the bad value.
+    /// `sandbox.handles.max`, `sandbox.call.copy.max.bytes`); an error names the key and the bad
+    /// value.
     pub fn with_overrides(self, config: &[(String, String)]) -> Result<Self, String> {
         let mut limits = self;
         for (key, value) in config {
@@ -137,6 +144,9 @@ impl Limits {
                     limits.log_message_max_bytes = usize::try_from(parse()?).unwrap_or(usize::MAX)
                 }
                 HANDLES_MAX => limits.handles_max = usize::try_from(parse()?).unwrap_or(usize::MAX),
+                CALL_COPY_MAX_BYTES => {
+                    limits.copy_bytes = usize::try_from(parse()?).unwrap_or(usize::MAX)
+                }
                 _ => {}
             }
         }
@@ -290,9 +300,11 @@ mod tests {
             .with_overrides(&cfg(&[
                 (MEMORY_MAX_BYTES, "1048576"),
                 (CALL_TIMEOUT_MS, "250"),
+                (CALL_COPY_MAX_BYTES, "4096"),
             ]))
             .unwrap();
         assert_eq!(limits.memory_bytes, 1 << 20);
+        assert_eq!(limits.copy_bytes, 4096);
         assert_eq!(limits.call_timeout, Duration::from_millis(250));
         let err = Limits::default()
             .with_overrides(&cfg(&[(CALL_TIMEOUT_MS, "soon")]))

@@ -32,18 +32,50 @@ impl Tags {
 
 /// Read access to the connector's committed source offsets, given to the `offsets` import.
 pub trait OffsetReader: Send + Sync {
-    /// The last committed offset (JSON text) of each source partition (JSON text), aligned by
-    /// index; `None` where there is none. Partitions compare by JSON value.
-    fn read(&self, source_partitions: &[String]) -> Vec<Option<String>>;
+    /// The last committed offset (JSON text) of one source partition (JSON text); `None` where
+    /// there is none. Partitions compare by JSON value.
+    fn offset(&self, source_partition: &str) -> Option<String>;
 }
 
 /// The reader for instances that have no offsets (connector instances, sinks, inspection).
 pub struct NoOffsets;
 
 impl OffsetReader for NoOffsets {
-    fn read(&self, source_partitions: &[String]) -> Vec<Option<String>> {
-        vec![None; source_partitions.len()]
+    fn offset(&self, _source_partition: &str) -> Option<String> {
+        None
     }
+}
+
+/// `offsets.read`: the offset of each of `source_partitions`, aligned by index, unless the
+/// answer would take more than `max_bytes` on the worker (each answer's bookkeeping and text):
+/// partitions may repeat, so a small request could otherwise ask for every stored offset many
+/// times over. The error is the trap's message.
+pub(crate) fn read_offsets(
+    reader: &dyn OffsetReader,
+    source_partitions: &[String],
+    max_bytes: usize,
+) -> Result<Vec<Option<String>>, String> {
+    const ENTRY: usize = std::mem::size_of::<Option<String>>();
+    let mut used = source_partitions.len().saturating_mul(ENTRY);
+    let over = |used: usize| {
+        format!(
+            "offsets.read: the answer for {} source partitions would take more than {max_bytes} bytes (sandbox.call.copy.max.bytes; {used} bytes so far); ask for fewer partitions at a time",
+            source_partitions.len()
+        )
+    };
+    if used > max_bytes {
+        return Err(over(used));
+    }
+    let mut answers = Vec::with_capacity(source_partitions.len());
+    for partition in source_partitions {
+        let offset = reader.offset(partition);
+        used = used.saturating_add(offset.as_ref().map_or(0, String::len));
+        if used > max_bytes {
+            return Err(over(used));
+        }
+        answers.push(offset);
+    }
+    Ok(answers)
 }
 
 /// The data of one instance's store.
@@ -149,15 +181,27 @@ impl v0_2::log::Host for HostState {
     }
 }
 
+impl HostState {
+    /// `offsets.read` of every contract version; a trap when the answer is over budget.
+    fn read_offsets(&self, source_partitions: &[String]) -> wasmtime::Result<Vec<Option<String>>> {
+        read_offsets(
+            self.offsets.as_ref(),
+            source_partitions,
+            self.meter.limits().copy_bytes,
+        )
+        .map_err(|message| wasmtime::format_err!("{message}"))
+    }
+}
+
 impl offsets::Host for HostState {
-    fn read(&mut self, source_partitions: Vec<String>) -> Vec<Option<String>> {
-        self.offsets.read(&source_partitions)
+    fn read(&mut self, source_partitions: Vec<String>) -> wasmtime::Result<Vec<Option<String>>> {
+        self.read_offsets(&source_partitions)
     }
 }
 
 impl v0_2::offsets::Host for HostState {
-    fn read(&mut self, source_partitions: Vec<String>) -> Vec<Option<String>> {
-        self.offsets.read(&source_partitions)
+    fn read(&mut self, source_partitions: Vec<String>) -> wasmtime::Result<Vec<Option<String>>> {
+        self.read_offsets(&source_partitions)
     }
 }
 
@@ -175,3 +219,47 @@ impl v0_2::context::Host for HostState {
 
 impl types::Host for HostState {}
 impl v0_2::batch::Host for HostState {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every partition has the same 1000-byte offset.
+    struct Big;
+
+    impl OffsetReader for Big {
+        fn offset(&self, _source_partition: &str) -> Option<String> {
+            Some("x".repeat(1000))
+        }
+    }
+
+    #[test]
+    fn an_offsets_answer_is_bounded_however_often_a_partition_repeats() {
+        let entry = std::mem::size_of::<Option<String>>();
+        let asked = vec!["{}".to_owned(); 10];
+        let answers = read_offsets(&Big, &asked, 10 * (entry + 1000)).unwrap();
+        assert_eq!(answers.len(), 10);
+        assert!(
+            answers
+                .iter()
+                .all(|a| a.as_deref().map(str::len) == Some(1000))
+        );
+
+        let err = read_offsets(&Big, &asked, 10 * (entry + 1000) - 1).unwrap_err();
+        assert!(
+            err.contains("sandbox.call.copy.max.bytes") && err.contains("10 source partitions"),
+            "{err}"
+        );
+        // The entries alone are counted before any lookup.
+        let many = vec![String::new(); 1000];
+        let err = read_offsets(&NoOffsets, &many, 1000).unwrap_err();
+        assert!(
+            err.contains(&format!("{} bytes so far", 1000 * entry)),
+            "{err}"
+        );
+        assert_eq!(
+            read_offsets(&NoOffsets, &many, 1000 * entry).unwrap(),
+            vec![None; 1000]
+        );
+    }
+}

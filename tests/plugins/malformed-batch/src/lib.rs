@@ -8,6 +8,10 @@
 //! - `shared-headers`: a well-formed batch of as many records as asked for, all pointing at one
 //!   list of `headers` headers (default 1000) with 1000-byte values: a few kilobytes from the
 //!   plugin that would be gigabytes on the host.
+//! - `aliased-topics`: a batch whose `topics` list has `aliases` (default 500 000) entries that
+//!   all point at the same `alias.bytes` (default 16 384) bytes of the plugin's memory: 4 MB of
+//!   list that would be 8 GB copied, string by string, onto the host.
+//! - `aliased-read`: calls `offsets.read` with such a list of source partitions.
 
 // The raw exports only make sense in a WebAssembly build (a native `cargo build` of the
 // workspace must not try to link them).
@@ -53,6 +57,11 @@ mod plugin {
                         "headers",
                         "Headers in the shared list (mode shared-headers).",
                     ),
+                    def("aliases", "Entries of the aliased list (modes aliased-*)."),
+                    def(
+                        "alias.bytes",
+                        "Bytes every aliased entry points at (modes aliased-*).",
+                    ),
                 ],
             }
         }
@@ -69,6 +78,8 @@ mod plugin {
     struct Task {
         mode: String,
         headers: u32,
+        aliases: usize,
+        alias_bytes: usize,
     }
 
     impl SourceGuest for Plugin {
@@ -82,17 +93,35 @@ mod plugin {
                 .find(|(k, _)| k == "mode")
                 .map(|(_, v)| v.clone())
                 .unwrap_or_default();
-            let headers = config
-                .iter()
-                .find(|(k, _)| k == "headers")
-                .and_then(|(_, v)| v.parse().ok())
-                .unwrap_or(1000);
-            Ok(SourceTask::new(Task { mode, headers }))
+            let number = |key: &str, default: usize| {
+                config
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or(default)
+            };
+            Ok(SourceTask::new(Task {
+                mode,
+                headers: number("headers", 1000) as u32,
+                aliases: number("aliases", 500_000),
+                alias_bytes: number("alias.bytes", 16_384),
+            }))
         }
 
         fn poll(&self, max_records: u32) -> Result<SourceBatch, PluginError> {
-            if self.mode == "shared-headers" {
-                return Ok(shared_headers(max_records, self.headers));
+            match self.mode.as_str() {
+                "shared-headers" => return Ok(shared_headers(max_records, self.headers)),
+                "aliased-read" => {
+                    let partitions = aliased(self.aliases, self.alias_bytes);
+                    let answers = wasm_connect::plugin::offsets::read(&partitions);
+                    // The strings share one buffer: dropping them would free it many times.
+                    std::mem::forget(partitions);
+                    return Err(PluginError::Fatal(format!(
+                        "the worker answered {} aliased partitions",
+                        answers.len()
+                    )));
+                }
+                _ => {}
             }
             // data: `{}` (partition and offset) then `ok` (the value).
             let mut batch = SourceBatch {
@@ -126,6 +155,10 @@ mod plugin {
                 },
             };
             match self.mode.as_str() {
+                "aliased-topics" => {
+                    batch.topics = aliased(self.aliases, self.alias_bytes);
+                    batch.topic[0] = 0;
+                }
                 "span" => batch.value.len[0] = 4000,
                 "utf8" => batch.data[2] = 0xff,
                 "headers" => batch.header_ranges.count[0] = 3,
@@ -143,6 +176,18 @@ mod plugin {
         }
 
         fn stop(&self) {}
+    }
+
+    /// `count` strings that all point at one buffer of `bytes` bytes, which is leaked: what a
+    /// hostile plugin builds to make the host copy the same bytes `count` times.
+    fn aliased(count: usize, bytes: usize) -> Vec<String> {
+        let text: &'static mut str = Box::leak("t".repeat(bytes).into_boxed_str());
+        let (ptr, len) = (text.as_mut_ptr(), text.len());
+        (0..count)
+            // SAFETY: none in Rust's terms, on purpose; the strings are only read (lowered
+            // into the call) and never dropped.
+            .map(|_| unsafe { String::from_raw_parts(ptr, len, len) })
+            .collect()
     }
 
     /// `records` records (value `ok`, partition and offset `{}`), every one with the same list
