@@ -28,3 +28,4 @@ pub mod registry;
 pub mod rest;
 pub mod sandbox;
 pub mod task;
+pub mod worker;

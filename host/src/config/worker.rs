@@ -277,7 +277,7 @@ pub struct WorkerConfig {
     pub embedded_listener: String,
     pub worker_id: String,
     /// Restart policy defaults for failed tasks.
-    pub restart: crate::herder::RestartPolicy,
+    pub restart: crate::worker::RestartPolicy,
     /// The REST listener, `http://IP:PORT`.
     pub listeners: String,
     pub rest_token_file: Option<String>,
@@ -394,7 +394,7 @@ impl WorkerConfig {
                 true
             }
         };
-        let restart = crate::herder::RestartPolicy::configured(Default::default(), pairs)
+        let restart = crate::worker::RestartPolicy::configured(Default::default(), pairs)
             .map_err(|m| problems.push(Problem::new("", m)))
             .unwrap_or_default();
         let task = crate::task::RunnerSettings {

@@ -1,5 +1,6 @@
-//! Connector offsets over REST (KIP-875): read them, and, while the connector is STOPPED, alter
-//! or reset them. Source offsets live in the worker's offset store; sink offsets are the
+//! Connector offsets over REST (KIP-875): read them (from the snapshot, at once), and, while the
+//! connector is STOPPED, alter or reset them (in the connector's actor, so a resume of the same
+//! connector is handled before or after, never in between). Source offsets live in the worker's offset store; sink offsets are the
 //! consumer group `connect-<name>`'s committed offsets, in Kafka Connect's
 //! `kafka_topic` / `kafka_partition` / `kafka_offset` form.
 
@@ -10,7 +11,8 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::{Value, json};
 
-use super::{Herder, HerderError, TargetState, not_found};
+use super::view::ConnectorView;
+use super::{Herder, HerderError, Shared};
 use crate::kafka::TracingContext;
 use crate::plugin::World;
 
@@ -19,7 +21,8 @@ const TIMEOUT: Duration = Duration::from_secs(15);
 impl Herder {
     /// `GET /connectors/{name}/offsets`.
     pub async fn offsets(&self, name: &str) -> Result<Value, HerderError> {
-        let (kind, topics) = self.kind_and_topics(name).await?;
+        let view = self.view(name)?;
+        let (kind, topics) = kind_and_topics(name, &view)?;
         let offsets: Vec<Value> = match kind {
             World::Source => self
                 .shared
@@ -29,7 +32,7 @@ impl Herder {
                 .map(|(partition, offset)| json!({"partition": partition, "offset": offset}))
                 .collect(),
             World::Sink => {
-                let consumer = self.group_client(name)?;
+                let consumer = group_client(&self.shared, name)?;
                 tokio::task::spawn_blocking(move || committed(&consumer, &topics))
                     .await
                     .map_err(|e| HerderError::Internal(e.to_string()))??
@@ -45,12 +48,18 @@ impl Herder {
         };
         Ok(json!({ "offsets": offsets }))
     }
+}
 
-    /// `PATCH /connectors/{name}/offsets` with `{"offsets": [{"partition": .., "offset": ..}]}`.
-    pub async fn alter_offsets(&self, name: &str, body: &Value) -> Result<Value, HerderError> {
-        let (kind, _) = self.kind_and_topics(name).await?;
-        self.require_stopped(name).await?;
-        let entries = body
+/// `PATCH /connectors/{name}/offsets` with `{"offsets": [{"partition": .., "offset": ..}]}`,
+/// for a connector its actor knows to be STOPPED.
+pub(crate) async fn alter(
+    shared: &Shared,
+    name: &str,
+    view: &ConnectorView,
+    body: &Value,
+) -> Result<Value, HerderError> {
+    let (kind, _) = kind_and_topics(name, view)?;
+    let entries = body
             .get("offsets")
             .and_then(Value::as_array)
             .filter(|entries| !entries.is_empty())
@@ -59,151 +68,128 @@ impl Herder {
                     "the body must be {\"offsets\": [{\"partition\": {...}, \"offset\": {...}}]} with at least one entry".into(),
                 )
             })?;
-        match kind {
-            World::Source => {
-                let mut changes = Vec::new();
-                for e in entries {
-                    let partition =
-                        e.get("partition")
-                            .filter(|p| p.is_object())
-                            .ok_or_else(|| {
-                                HerderError::BadRequest(
-                                    "every entry needs a \"partition\" object".into(),
-                                )
-                            })?;
-                    let offset = match e.get("offset") {
-                        None | Some(Value::Null) => None,
-                        Some(o) if o.is_object() => Some(o.clone()),
-                        Some(_) => {
-                            return Err(HerderError::BadRequest(
-                                "an \"offset\" must be an object or null".into(),
-                            ));
-                        }
-                    };
-                    changes.push((partition.clone(), offset));
-                }
-                self.shared
-                    .offsets
-                    .alter(name, &changes)
-                    .map_err(HerderError::Internal)?;
+    match kind {
+        World::Source => {
+            let mut changes = Vec::new();
+            for e in entries {
+                let partition = e
+                    .get("partition")
+                    .filter(|p| p.is_object())
+                    .ok_or_else(|| {
+                        HerderError::BadRequest("every entry needs a \"partition\" object".into())
+                    })?;
+                let offset = match e.get("offset") {
+                    None | Some(Value::Null) => None,
+                    Some(o) if o.is_object() => Some(o.clone()),
+                    Some(_) => {
+                        return Err(HerderError::BadRequest(
+                            "an \"offset\" must be an object or null".into(),
+                        ));
+                    }
+                };
+                changes.push((partition.clone(), offset));
             }
-            World::Sink => {
-                let mut tpl = TopicPartitionList::new();
-                for e in entries {
-                    let topic = e["partition"]["kafka_topic"].as_str();
-                    let partition = e["partition"]["kafka_partition"].as_i64();
-                    let offset = e["offset"]["kafka_offset"].as_i64();
-                    match (topic, partition, offset) {
-                        (Some(t), Some(p), Some(o)) if o >= 0 => {
-                            tpl.add_partition_offset(t, p as i32, Offset::Offset(o))
-                                .map_err(|e| HerderError::BadRequest(e.to_string()))?;
-                        }
-                        _ => {
-                            return Err(HerderError::BadRequest(
+            shared
+                .offsets
+                .alter(name, &changes)
+                .map_err(HerderError::Internal)?;
+        }
+        World::Sink => {
+            let mut tpl = TopicPartitionList::new();
+            for e in entries {
+                let topic = e["partition"]["kafka_topic"].as_str();
+                let partition = e["partition"]["kafka_partition"].as_i64();
+                let offset = e["offset"]["kafka_offset"].as_i64();
+                match (topic, partition, offset) {
+                    (Some(t), Some(p), Some(o)) if o >= 0 => {
+                        tpl.add_partition_offset(t, p as i32, Offset::Offset(o))
+                            .map_err(|e| HerderError::BadRequest(e.to_string()))?;
+                    }
+                    _ => {
+                        return Err(HerderError::BadRequest(
                                 "sink offsets look like {\"partition\": {\"kafka_topic\": \"t\", \"kafka_partition\": 0}, \"offset\": {\"kafka_offset\": 42}}".into(),
                             ));
-                        }
                     }
                 }
-                let consumer = self.group_client(name)?;
-                tokio::task::spawn_blocking(move || consumer.commit(&tpl, CommitMode::Sync))
-                    .await
-                    .map_err(|e| HerderError::Internal(e.to_string()))?
-                    .map_err(|e| {
-                        HerderError::Internal(format!("cannot commit the offsets: {e}"))
-                    })?;
             }
+            let consumer = group_client(shared, name)?;
+            tokio::task::spawn_blocking(move || consumer.commit(&tpl, CommitMode::Sync))
+                .await
+                .map_err(|e| HerderError::Internal(e.to_string()))?
+                .map_err(|e| HerderError::Internal(format!("cannot commit the offsets: {e}")))?;
         }
-        Ok(json!({"message": "The offsets for this connector have been altered successfully"}))
     }
+    Ok(json!({"message": "The offsets for this connector have been altered successfully"}))
+}
 
-    /// `DELETE /connectors/{name}/offsets`.
-    pub async fn reset_offsets(&self, name: &str) -> Result<Value, HerderError> {
-        let (kind, _) = self.kind_and_topics(name).await?;
-        self.require_stopped(name).await?;
-        match kind {
-            World::Source => self
-                .shared
-                .offsets
-                .reset(name)
-                .map_err(HerderError::Internal)?,
-            World::Sink => {
-                let mut config =
-                    crate::kafka::base_config(&self.shared.bootstrap, "wasm-connect-admin");
-                crate::kafka::apply(&mut config, &self.shared.config.admin);
-                let admin: AdminClient<TracingContext> = config
-                    .create_with_context(TracingContext)
-                    .map_err(|e| HerderError::Internal(e.to_string()))?;
-                let group = format!("connect-{name}");
-                let results = admin
-                    .delete_groups(
-                        &[group.as_str()],
-                        &AdminOptions::new().operation_timeout(Some(TIMEOUT)),
-                    )
-                    .await
-                    .map_err(|e| {
-                        HerderError::Internal(format!("cannot delete group {group}: {e}"))
-                    })?;
-                for r in results {
-                    match r {
-                        Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::GroupIdNotFound)) => {}
-                        Err((_, code)) => {
-                            return Err(HerderError::Internal(format!(
-                                "cannot delete group {group}: {code}"
-                            )));
-                        }
+/// `DELETE /connectors/{name}/offsets`, for a connector its actor knows to be STOPPED.
+pub(crate) async fn reset(
+    shared: &Shared,
+    name: &str,
+    view: &ConnectorView,
+) -> Result<Value, HerderError> {
+    let (kind, _) = kind_and_topics(name, view)?;
+    match kind {
+        World::Source => shared.offsets.reset(name).map_err(HerderError::Internal)?,
+        World::Sink => {
+            let mut config = crate::kafka::base_config(&shared.bootstrap, "wasm-connect-admin");
+            crate::kafka::apply(&mut config, &shared.config.admin);
+            let admin: AdminClient<TracingContext> = config
+                .create_with_context(TracingContext)
+                .map_err(|e| HerderError::Internal(e.to_string()))?;
+            let group = format!("connect-{name}");
+            let results = admin
+                .delete_groups(
+                    &[group.as_str()],
+                    &AdminOptions::new().operation_timeout(Some(TIMEOUT)),
+                )
+                .await
+                .map_err(|e| HerderError::Internal(format!("cannot delete group {group}: {e}")))?;
+            for r in results {
+                match r {
+                    Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::GroupIdNotFound)) => {}
+                    Err((_, code)) => {
+                        return Err(HerderError::Internal(format!(
+                            "cannot delete group {group}: {code}"
+                        )));
                     }
                 }
             }
         }
-        Ok(json!({"message": "The offsets for this connector have been reset successfully"}))
     }
+    Ok(json!({"message": "The offsets for this connector have been reset successfully"}))
+}
 
-    async fn kind_and_topics(&self, name: &str) -> Result<(World, Vec<String>), HerderError> {
-        let connectors = self.connectors.lock().await;
-        let entry = connectors.get(name).ok_or_else(|| not_found(name))?;
-        let kind = entry.kind().ok_or_else(|| {
-            HerderError::BadRequest(format!("connector {name} has no valid config"))
-        })?;
-        let mut topics: Vec<String> = entry
-            .topics
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect();
-        if let Some(list) = entry.config.get("topics") {
-            for t in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-                if !topics.iter().any(|x| x == t) {
-                    topics.push(t.to_owned());
-                }
+fn kind_and_topics(name: &str, view: &ConnectorView) -> Result<(World, Vec<String>), HerderError> {
+    let kind = view
+        .kind()
+        .ok_or_else(|| HerderError::BadRequest(format!("connector {name} has no valid config")))?;
+    let mut topics: Vec<String> = view
+        .topics
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .cloned()
+        .collect();
+    if let Some(list) = view.config.get("topics") {
+        for t in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            if !topics.iter().any(|x| x == t) {
+                topics.push(t.to_owned());
             }
         }
-        Ok((kind, topics))
     }
+    Ok((kind, topics))
+}
 
-    async fn require_stopped(&self, name: &str) -> Result<(), HerderError> {
-        self.until_started().await;
-        let connectors = self.connectors.lock().await;
-        let entry = connectors.get(name).ok_or_else(|| not_found(name))?;
-        if entry.target != TargetState::Stopped {
-            return Err(HerderError::BadRequest(format!(
-                "Connectors must be in the STOPPED state before their offsets can be modified; stop {name} first (PUT /connectors/{name}/stop)"
-            )));
-        }
-        Ok(())
-    }
-
-    fn group_client(&self, name: &str) -> Result<BaseConsumer<TracingContext>, HerderError> {
-        let mut config = crate::kafka::base_config(&self.shared.bootstrap, "wasm-connect-offsets");
-        config
-            .set("group.id", format!("connect-{name}"))
-            .set("enable.auto.commit", "false");
-        crate::kafka::apply(&mut config, &self.shared.config.consumer);
-        config
-            .create_with_context(TracingContext)
-            .map_err(|e| HerderError::Internal(format!("cannot create a Kafka client: {e}")))
-    }
+fn group_client(shared: &Shared, name: &str) -> Result<BaseConsumer<TracingContext>, HerderError> {
+    let mut config = crate::kafka::base_config(&shared.bootstrap, "wasm-connect-offsets");
+    config
+        .set("group.id", format!("connect-{name}"))
+        .set("enable.auto.commit", "false");
+    crate::kafka::apply(&mut config, &shared.config.consumer);
+    config
+        .create_with_context(TracingContext)
+        .map_err(|e| HerderError::Internal(format!("cannot create a Kafka client: {e}")))
 }
 
 /// The group's committed offsets for every partition of `topics`.

@@ -29,6 +29,7 @@ struct File {
 }
 
 /// The persisted connectors.
+#[derive(Clone)]
 pub struct ConfigStore {
     path: PathBuf,
 }

@@ -1,0 +1,687 @@
+//! One actor per connector: a tokio task that owns the connector's long-lived instance (created
+//! when the connector starts, asked for task configs, kept until it stops), its target state,
+//! its tasks' handles, and its retries. Commands for the connector arrive in order on its queue,
+//! so the slow work they need (instantiating the plugin, `validate`, `task-configs`, stopping
+//! tasks) holds up only this connector's later commands, never the control loop or another
+//! connector. After every change the actor publishes its [`ConnectorView`] for reads.
+//!
+//! Invariants: only this actor starts or stops the connector's tasks and changes its state;
+//! a config or target change is stored (through the control loop) before it is acknowledged.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use super::control::Message;
+use super::status::{ConnectorInfo, ConnectorStatus};
+use super::store::TargetState;
+use super::view::{ConnectorView, Snapshot, info_of, status_of};
+use super::{HerderError, offsets};
+use crate::config::ConnectorConfig;
+use crate::sandbox::ConnectorInstance;
+use crate::task::{ActiveTopics, Control, TaskState};
+use crate::worker::{
+    NotPrepared, Prepared, Shared, TaskHandle, claim_of, prepare, problems_message, spawn_task,
+    split, stop_all,
+};
+
+/// A reply to whoever asked.
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, HerderError>>;
+
+/// Where a connector being started comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// Created now (REST, a connector file): a bad config is refused and nothing is kept.
+    Created,
+    /// Stored by an earlier run: a config that no longer checks out (say its plugin was
+    /// removed) is kept, FAILED with the reason, so it is not lost.
+    Stored,
+}
+
+/// What a connector's actor is asked to do.
+pub(crate) enum Command {
+    /// Prepare the connector and start its tasks per `target`. Replies whether it was created
+    /// (always, for this command) and its info.
+    Start {
+        target: TargetState,
+        origin: Origin,
+        reply: Reply<(bool, ConnectorInfo)>,
+    },
+    /// Replace the config: the new one is checked before the running one is touched.
+    Reconfigure {
+        config: ConnectorConfig,
+        reply: Reply<(bool, ConnectorInfo)>,
+    },
+    SetTarget {
+        target: TargetState,
+        reply: Reply<()>,
+    },
+    Restart {
+        include_tasks: bool,
+        only_failed: bool,
+        reply: Reply<ConnectorStatus>,
+    },
+    RestartTask {
+        id: u32,
+        reply: Reply<()>,
+    },
+    AlterOffsets {
+        body: Value,
+        reply: Reply<Value>,
+    },
+    ResetOffsets {
+        reply: Reply<Value>,
+    },
+    /// Stop the tasks and remove the connector (its offsets stay, as in Kafka Connect).
+    Delete {
+        reply: Reply<()>,
+    },
+    /// Stop the tasks, keep the connector stored: the worker is stopping. Replies records
+    /// done and failed tasks.
+    Shutdown {
+        reply: oneshot::Sender<(u64, usize)>,
+    },
+}
+
+impl Command {
+    /// Answer the command with `error` without doing it.
+    pub fn refuse(self, error: HerderError) {
+        match self {
+            Command::Start { reply, .. } | Command::Reconfigure { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            Command::SetTarget { reply, .. }
+            | Command::RestartTask { reply, .. }
+            | Command::Delete { reply } => {
+                let _ = reply.send(Err(error));
+            }
+            Command::Restart { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            Command::AlterOffsets { reply, .. } | Command::ResetOffsets { reply } => {
+                let _ = reply.send(Err(error));
+            }
+            Command::Shutdown { reply } => {
+                let _ = reply.send((0, 0));
+            }
+        }
+    }
+}
+
+/// The control loop's handle on an actor.
+pub(crate) struct ActorHandle {
+    pub commands: mpsc::UnboundedSender<Command>,
+}
+
+/// Start the actor of connector `config.name`; it does nothing until its first command.
+pub(crate) fn spawn(
+    shared: Arc<Shared>,
+    config: ConnectorConfig,
+    snapshot: Arc<Snapshot>,
+    control: mpsc::UnboundedSender<Message>,
+) -> ActorHandle {
+    let (commands, queue) = mpsc::unbounded_channel();
+    let actor = Actor {
+        name: config.name.clone(),
+        shared,
+        config,
+        target: TargetState::Running,
+        failure: None,
+        retrying: None,
+        prepared: None,
+        instance: None,
+        tasks: Vec::new(),
+        topics: ActiveTopics::default(),
+        reconfigure: Arc::new(Notify::new()),
+        split_failures: VecDeque::new(),
+        retry_at: None,
+        snapshot,
+        control,
+    };
+    tokio::spawn(actor.run(queue));
+    ActorHandle { commands }
+}
+
+/// Whether the actor goes on after a command.
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Exit,
+}
+
+struct Actor {
+    name: String,
+    shared: Arc<Shared>,
+    /// The config as the operator gave it.
+    config: ConnectorConfig,
+    target: TargetState,
+    /// Why the connector is FAILED; it runs no tasks until restarted or given a new config.
+    failure: Option<String>,
+    /// Why the last split failed retriably, while a retry is scheduled.
+    retrying: Option<String>,
+    prepared: Option<Arc<Prepared>>,
+    /// The connector instance that split the work, kept for the next split. Only ever used
+    /// through `&mut self` (`get_mut`, never locked): the mutex is there because a store is
+    /// `Send` but not `Sync`, and the actor's future holds `&self` across awaits.
+    instance: Option<std::sync::Mutex<ConnectorInstance>>,
+    tasks: Vec<TaskHandle>,
+    topics: ActiveTopics,
+    /// Notified by `context.request-reconfiguration` from the connector instance or any of its
+    /// tasks' instances. One per actor, so a request is never lost across a config change.
+    reconfigure: Arc<Notify>,
+    /// When retriable split failures happened, within the restart window.
+    split_failures: VecDeque<Instant>,
+    /// When the failed split is tried again.
+    retry_at: Option<tokio::time::Instant>,
+    snapshot: Arc<Snapshot>,
+    control: mpsc::UnboundedSender<Message>,
+}
+
+impl Actor {
+    async fn run(mut self, mut queue: mpsc::UnboundedReceiver<Command>) {
+        loop {
+            let reconfigure = Arc::clone(&self.reconfigure);
+            let retry_at = self.retry_at;
+            tokio::select! {
+                command = queue.recv() => {
+                    let Some(command) = command else {
+                        // The control loop is gone: stop what runs.
+                        stop_all(&mut self.tasks).await;
+                        return;
+                    };
+                    if self.handle(command).await == Flow::Exit {
+                        return;
+                    }
+                }
+                () = reconfigure.notified() => {
+                    tracing::info!(connector = %self.name, "the connector asked for new task configs");
+                    self.resplit().await;
+                }
+                () = async { tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)).await }, if retry_at.is_some() => {
+                    self.retry_at = None;
+                    self.resplit().await;
+                }
+            }
+        }
+    }
+
+    async fn handle(&mut self, command: Command) -> Flow {
+        match command {
+            Command::Start {
+                target,
+                origin,
+                reply,
+            } => {
+                let outcome = self.start(target, origin).await;
+                let failed = outcome.is_err();
+                if failed && origin == Origin::Created {
+                    // Nothing was created: the control loop forgets the name, then answers.
+                    let _ = self.control.send(Message::Gone {
+                        name: self.name.clone(),
+                        persist: false,
+                        then: Box::new(move |_| {
+                            let _ = reply.send(outcome.map(|info| (true, info)));
+                        }),
+                    });
+                    return Flow::Exit;
+                }
+                let _ = reply.send(outcome.map(|info| (true, info)));
+            }
+            Command::Reconfigure { config, reply } => {
+                let outcome = self.reconfigure(config).await;
+                let _ = reply.send(outcome.map(|info| (false, info)));
+            }
+            Command::SetTarget { target, reply } => {
+                let _ = reply.send(self.set_target(target).await);
+            }
+            Command::Restart {
+                include_tasks,
+                only_failed,
+                reply,
+            } => {
+                let _ = reply.send(self.restart(include_tasks, only_failed).await);
+            }
+            Command::RestartTask { id, reply } => {
+                let _ = reply.send(self.restart_task(id).await);
+            }
+            Command::AlterOffsets { body, reply } => {
+                let outcome = match self.require_stopped() {
+                    Ok(()) => offsets::alter(&self.shared, &self.name, &self.view(), &body).await,
+                    Err(e) => Err(e),
+                };
+                let _ = reply.send(outcome);
+            }
+            Command::ResetOffsets { reply } => {
+                let outcome = match self.require_stopped() {
+                    Ok(()) => offsets::reset(&self.shared, &self.name, &self.view()).await,
+                    Err(e) => Err(e),
+                };
+                let _ = reply.send(outcome);
+            }
+            Command::Delete { reply } => {
+                stop_all(&mut self.tasks).await;
+                self.instance = None;
+                self.shared.capacity.release(&self.name);
+                self.snapshot.remove(&self.name);
+                let _ = self.control.send(Message::Gone {
+                    name: self.name.clone(),
+                    persist: true,
+                    then: Box::new(move |stored| {
+                        let _ = reply.send(stored);
+                    }),
+                });
+                return Flow::Exit;
+            }
+            Command::Shutdown { reply } => {
+                stop_all_keeping_metrics(&mut self.tasks).await;
+                let done = self.tasks.iter().map(|t| t.metrics.done()).sum();
+                let failed = self
+                    .tasks
+                    .iter()
+                    .filter(|t| matches!(t.metrics.state(), TaskState::Failed(_)))
+                    .count()
+                    + usize::from(self.failure.is_some());
+                self.tasks.clear();
+                let _ = reply.send((done, failed));
+                return Flow::Exit;
+            }
+        }
+        Flow::Continue
+    }
+
+    /// Prepare the connector from its config and start it per `target`.
+    async fn start(
+        &mut self,
+        target: TargetState,
+        origin: Origin,
+    ) -> Result<ConnectorInfo, HerderError> {
+        self.target = target;
+        match prepare(&self.shared, &self.config, Arc::clone(&self.reconfigure)).await {
+            Ok((prepared, instance)) => {
+                if let Err(e) = self.admit(&prepared, target) {
+                    if origin == Origin::Created {
+                        return Err(e);
+                    }
+                    self.fail(e.to_string());
+                } else {
+                    self.prepared = Some(Arc::new(prepared));
+                    self.instance = Some(std::sync::Mutex::new(instance));
+                    self.start_tasks();
+                }
+            }
+            Err(NotPrepared::Invalid(problems)) => {
+                let message = problems_message(&self.name, &problems);
+                if origin == Origin::Created {
+                    return Err(HerderError::BadRequest(message));
+                }
+                tracing::error!(connector = %self.name, "cannot restore the stored connector: {message}");
+                self.fail(message);
+            }
+            Err(NotPrepared::Retry {
+                prepared,
+                instance,
+                error,
+            }) => {
+                self.prepared = Some(Arc::new(*prepared));
+                self.instance = Some(std::sync::Mutex::new(*instance));
+                self.split_failed(error);
+            }
+        }
+        if origin == Origin::Created {
+            self.store().await?;
+        }
+        self.publish();
+        Ok(info_of(&self.name, &self.view()))
+    }
+
+    /// A new config: checked (and its tasks admitted) before the running one is touched.
+    async fn reconfigure(&mut self, config: ConnectorConfig) -> Result<ConnectorInfo, HerderError> {
+        let target = self.target;
+        let outcome = prepare(&self.shared, &config, Arc::clone(&self.reconfigure)).await;
+        let (prepared, instance, retry) = match outcome {
+            Ok((prepared, instance)) => {
+                self.admit(&prepared, target)?;
+                (prepared, instance, None)
+            }
+            Err(NotPrepared::Invalid(problems)) => {
+                return Err(HerderError::BadRequest(problems_message(
+                    &config.name,
+                    &problems,
+                )));
+            }
+            Err(NotPrepared::Retry {
+                prepared,
+                instance,
+                error,
+            }) => (*prepared, *instance, Some(error)),
+        };
+        stop_all(&mut self.tasks).await;
+        self.config = config;
+        self.failure = None;
+        self.retrying = None;
+        self.retry_at = None;
+        self.split_failures.clear();
+        self.prepared = Some(Arc::new(prepared));
+        self.instance = Some(std::sync::Mutex::new(instance));
+        match retry {
+            Some(error) => self.split_failed(error),
+            None => self.start_tasks(),
+        }
+        self.store().await?;
+        self.publish();
+        Ok(info_of(&self.name, &self.view()))
+    }
+
+    async fn set_target(&mut self, target: TargetState) -> Result<(), HerderError> {
+        // Tasks are started below only for a connector that is not FAILED, and only if they
+        // (still) fit.
+        if target != TargetState::Stopped
+            && self.tasks.is_empty()
+            && self.failure.is_none()
+            && let Some(prepared) = self.prepared.clone()
+        {
+            self.admit(&prepared, target)?;
+        }
+        self.target = target;
+        match target {
+            TargetState::Stopped => {
+                stop_all(&mut self.tasks).await;
+                self.shared.capacity.release(&self.name);
+            }
+            TargetState::Running | TargetState::Paused => {
+                if self.tasks.is_empty() {
+                    self.start_tasks();
+                } else {
+                    let control = self.control_for_target();
+                    for task in &self.tasks {
+                        let _ = task.control.send(control);
+                    }
+                }
+            }
+        }
+        self.store().await?;
+        self.publish();
+        Ok(())
+    }
+
+    /// Restart the connector (re-check its config and re-split it with a new instance); with
+    /// `include_tasks`, also its tasks (only the failed ones with `only_failed`).
+    async fn restart(
+        &mut self,
+        include_tasks: bool,
+        only_failed: bool,
+    ) -> Result<ConnectorStatus, HerderError> {
+        let connector_failed = self.failure.is_some() || self.retrying.is_some();
+        if !only_failed || connector_failed {
+            match prepare(&self.shared, &self.config, Arc::clone(&self.reconfigure)).await {
+                Ok((prepared, instance)) => {
+                    // A new split that does not fit is refused; what runs keeps running.
+                    self.admit(&prepared, self.target)?;
+                    let changed = self.prepared.as_ref().map(|p| &p.task_configs)
+                        != Some(&prepared.task_configs);
+                    self.prepared = Some(Arc::new(prepared));
+                    self.instance = Some(std::sync::Mutex::new(instance));
+                    self.failure = None;
+                    self.retrying = None;
+                    self.retry_at = None;
+                    self.split_failures.clear();
+                    if changed || connector_failed {
+                        stop_all(&mut self.tasks).await;
+                    }
+                }
+                Err(NotPrepared::Invalid(problems)) => {
+                    stop_all(&mut self.tasks).await;
+                    self.shared.capacity.release(&self.name);
+                    self.fail(problems_message(&self.name, &problems));
+                }
+                Err(NotPrepared::Retry {
+                    prepared,
+                    instance,
+                    error,
+                }) => {
+                    stop_all(&mut self.tasks).await;
+                    self.prepared = Some(Arc::new(*prepared));
+                    self.instance = Some(std::sync::Mutex::new(*instance));
+                    self.failure = None;
+                    self.split_failed(error);
+                }
+            }
+        }
+        let runnable = self.target != TargetState::Stopped
+            && self.failure.is_none()
+            && self.retrying.is_none();
+        if include_tasks && runnable {
+            let count = self.prepared.as_ref().map_or(0, |p| p.task_configs.len());
+            for id in 0..count as u32 {
+                let failed = self
+                    .tasks
+                    .get(id as usize)
+                    .is_none_or(|t| matches!(t.metrics.state(), TaskState::Failed(_)));
+                if only_failed && !failed {
+                    continue;
+                }
+                self.restart_one(id).await;
+            }
+        } else if self.tasks.is_empty() && runnable {
+            self.start_tasks();
+        }
+        self.publish();
+        Ok(status_of(&self.shared, &self.name, &self.view()))
+    }
+
+    async fn restart_task(&mut self, id: u32) -> Result<(), HerderError> {
+        if id as usize >= self.tasks.len() {
+            return Err(HerderError::NotFound(format!(
+                "Task {}-{id} not found",
+                self.name
+            )));
+        }
+        self.restart_one(id).await;
+        self.publish();
+        Ok(())
+    }
+
+    /// Stop task `id` (if it runs) and start it again from its current task config.
+    async fn restart_one(&mut self, id: u32) {
+        let Some(prepared) = self.prepared.clone() else {
+            return;
+        };
+        if let Some(task) = self.tasks.get_mut(id as usize) {
+            task.stop().await;
+        }
+        let handle = spawn_task(
+            &self.shared,
+            &self.name,
+            &prepared,
+            id,
+            self.control_for_target(),
+            &self.topics,
+        );
+        if (id as usize) < self.tasks.len() {
+            self.tasks[id as usize] = handle;
+        } else {
+            self.tasks.push(handle);
+        }
+    }
+
+    /// Ask the kept connector instance for task configs again (the connector asked for it, or
+    /// a retriable failure's backoff is over). Changed configs restart this connector's tasks
+    /// (each flushes and commits its offsets first); unchanged ones change nothing.
+    async fn resplit(&mut self) {
+        if self.target == TargetState::Stopped || self.failure.is_some() {
+            return;
+        }
+        let (Some(prepared), Some(instance)) = (self.prepared.clone(), self.instance.as_mut())
+        else {
+            return;
+        };
+        let instance = instance.get_mut().unwrap_or_else(|e| e.into_inner());
+        match split(&self.name, &prepared, instance).await {
+            Ok(configs) => {
+                let was_retrying = self.retrying.take().is_some();
+                self.split_failures.clear();
+                if configs == prepared.task_configs && !was_retrying {
+                    tracing::info!(connector = %self.name, "the task configs are unchanged; the tasks keep running");
+                    return;
+                }
+                let mut next = (*prepared).clone();
+                next.task_configs = configs;
+                if let Err(e) = self.admit(&next, self.target) {
+                    stop_all(&mut self.tasks).await;
+                    self.fail(e.to_string());
+                    self.publish();
+                    return;
+                }
+                tracing::info!(connector = %self.name, tasks = next.task_configs.len(), "the task configs changed; restarting the connector's tasks");
+                stop_all(&mut self.tasks).await;
+                self.prepared = Some(Arc::new(next));
+                self.start_tasks();
+            }
+            Err(e) if e.is_retriable() => {
+                stop_all(&mut self.tasks).await;
+                self.split_failed(e.to_string());
+            }
+            Err(e) => {
+                stop_all(&mut self.tasks).await;
+                self.shared.capacity.release(&self.name);
+                self.fail(e.to_string());
+            }
+        }
+        self.publish();
+    }
+
+    /// A retriable split failure: retry under the restart policy, or give up past it.
+    fn split_failed(&mut self, error: String) {
+        let Some(policy) = self.prepared.as_ref().map(|p| p.restart) else {
+            return;
+        };
+        let now = Instant::now();
+        self.split_failures.push_back(now);
+        while self
+            .split_failures
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > policy.window)
+        {
+            self.split_failures.pop_front();
+        }
+        let attempt = self.split_failures.len() as u32;
+        if attempt > policy.max_attempts {
+            self.fail(format!(
+                "{error} (not retried: it failed {attempt} times within {} s; task.restart.max.attempts is {})",
+                policy.window.as_secs(),
+                policy.max_attempts
+            ));
+            return;
+        }
+        let delay = policy.delay(attempt);
+        tracing::warn!(connector = %self.name, "the connector could not split its work: {error}; retrying in {delay:?} (retry {attempt} of at most {})", policy.max_attempts);
+        self.retrying = Some(error);
+        self.retry_at = Some(tokio::time::Instant::now() + delay);
+    }
+
+    fn fail(&mut self, message: String) {
+        tracing::error!(connector = %self.name, "connector failed: {message}");
+        self.failure = Some(message);
+        self.retrying = None;
+        self.retry_at = None;
+    }
+
+    /// Start every task of the current split per the target state (none while STOPPED,
+    /// FAILED or waiting to retry the split).
+    fn start_tasks(&mut self) {
+        if self.target == TargetState::Stopped || self.failure.is_some() || self.retrying.is_some()
+        {
+            return;
+        }
+        let Some(prepared) = self.prepared.clone() else {
+            return;
+        };
+        let control = self.control_for_target();
+        self.tasks = (0..prepared.task_configs.len() as u32)
+            .map(|id| {
+                spawn_task(
+                    &self.shared,
+                    &self.name,
+                    &prepared,
+                    id,
+                    control,
+                    &self.topics,
+                )
+            })
+            .collect();
+    }
+
+    fn control_for_target(&self) -> Control {
+        if self.target == TargetState::Paused {
+            Control::Pause
+        } else {
+            Control::Run
+        }
+    }
+
+    /// Record what `prepared`'s tasks claim (nothing while `target` is STOPPED), or refuse with
+    /// what does not fit and which keys to change.
+    fn admit(&self, prepared: &Prepared, target: TargetState) -> Result<(), HerderError> {
+        if target == TargetState::Stopped {
+            self.shared.capacity.release(&self.name);
+            return Ok(());
+        }
+        self.shared
+            .capacity
+            .admit(&self.name, claim_of(prepared))
+            .map_err(|p| HerderError::BadRequest(problems_message(&self.name, &[p])))
+    }
+
+    fn require_stopped(&self) -> Result<(), HerderError> {
+        if self.target != TargetState::Stopped {
+            return Err(HerderError::BadRequest(format!(
+                "Connectors must be in the STOPPED state before their offsets can be modified; stop {name} first (PUT /connectors/{name}/stop)",
+                name = self.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Store the config and target state; acknowledged once written.
+    async fn store(&self) -> Result<(), HerderError> {
+        let (done, stored) = oneshot::channel();
+        let _ = self.control.send(Message::Store {
+            name: self.name.clone(),
+            pairs: self.config.pairs.clone(),
+            target: self.target,
+            done,
+        });
+        stored.await.unwrap_or_else(|_| {
+            Err(HerderError::Internal(
+                "the worker is stopping; the change was not stored".into(),
+            ))
+        })
+    }
+
+    fn view(&self) -> ConnectorView {
+        ConnectorView {
+            config: self.config.clone(),
+            target: self.target,
+            failure: self.failure.clone(),
+            retrying: self.retrying.clone(),
+            prepared: self.prepared.clone(),
+            tasks: self.tasks.iter().map(|t| Arc::clone(&t.metrics)).collect(),
+            topics: Arc::clone(&self.topics),
+        }
+    }
+
+    fn publish(&self) {
+        self.snapshot.publish(&self.name, self.view());
+    }
+}
+
+/// Stop every task but keep the handles, whose metrics the shutdown summary reads.
+async fn stop_all_keeping_metrics(tasks: &mut [TaskHandle]) {
+    for task in tasks.iter() {
+        let _ = task.control.send(Control::Stop);
+    }
+    futures::future::join_all(tasks.iter_mut().map(TaskHandle::stop)).await;
+}

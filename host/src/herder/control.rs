@@ -1,0 +1,294 @@
+//! The control loop: one tokio task that takes the herder's requests and its actors' events as
+//! messages, in order. It owns which connectors exist (one actor each) and the stored configs
+//! and target states; it never waits on an actor, so a slow plugin holds up only its own
+//! connector's later requests. The exceptions are start-up, which waits for the stored
+//! connectors to come back before changes are taken, and shutdown.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use super::HerderError;
+use super::actor::{self, ActorHandle, Command, Origin, Reply};
+use super::status::ConnectorInfo;
+use super::store::{ConfigStore, TargetState};
+use super::view::Snapshot;
+use crate::config::ConnectorConfig;
+use crate::worker::{Shared, problems_message};
+
+/// What the control loop is told: requests (from the herder's API) and events (from actors).
+pub(crate) enum Message {
+    /// Load the plugins, watch the directory and restore the stored connectors.
+    Load {
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    /// Create a connector; `Conflict` if the name is taken.
+    Create {
+        config: ConnectorConfig,
+        target: TargetState,
+        reply: Reply<(bool, ConnectorInfo)>,
+    },
+    /// Create or replace a connector's config.
+    PutConfig {
+        config: ConnectorConfig,
+        reply: Reply<(bool, ConnectorInfo)>,
+    },
+    /// A command for one connector's actor; `NotFound` if there is no such connector.
+    Connector { name: String, command: Command },
+    /// Stop every connector's tasks (the stored state stays); replies each connector's records
+    /// done and failed tasks.
+    Shutdown {
+        reply: oneshot::Sender<Vec<(String, u64, usize)>>,
+    },
+    /// An actor's event: store this connector's config and target state, then say so.
+    Store {
+        name: String,
+        pairs: Vec<(String, String)>,
+        target: TargetState,
+        done: oneshot::Sender<Result<(), HerderError>>,
+    },
+    /// An actor's event: its connector is gone (deleted, or never created). The loop forgets
+    /// it (and stores that with `persist`), then calls `then` with the outcome, so whoever
+    /// asked hears back only once the name is free.
+    Gone {
+        name: String,
+        persist: bool,
+        then: Box<dyn FnOnce(Result<(), HerderError>) + Send>,
+    },
+}
+
+/// One connector as the control loop knows it.
+struct Slot {
+    actor: ActorHandle,
+    /// Set once a delete was asked for: the name is not free until the actor is gone.
+    deleting: bool,
+}
+
+/// The loop's state.
+pub(crate) struct ControlLoop {
+    shared: Arc<Shared>,
+    snapshot: Arc<Snapshot>,
+    store: ConfigStore,
+    /// Every connector, by name, including those being created or deleted.
+    slots: BTreeMap<String, Slot>,
+    /// What is stored, by name (configs as given, and target states).
+    stored: BTreeMap<String, (Vec<(String, String)>, TargetState)>,
+    /// Its own sender, for actors' events.
+    messages: mpsc::UnboundedSender<Message>,
+    started: watch::Sender<bool>,
+    watcher: Option<JoinHandle<()>>,
+}
+
+impl ControlLoop {
+    /// Start the loop; its sender is how the herder reaches it.
+    pub fn spawn(
+        shared: Arc<Shared>,
+        snapshot: Arc<Snapshot>,
+        store: ConfigStore,
+        started: watch::Sender<bool>,
+    ) -> mpsc::UnboundedSender<Message> {
+        let (messages, inbox) = mpsc::unbounded_channel();
+        let control = ControlLoop {
+            shared,
+            snapshot,
+            store,
+            slots: BTreeMap::new(),
+            stored: BTreeMap::new(),
+            messages: messages.clone(),
+            started,
+            watcher: None,
+        };
+        tokio::spawn(control.run(inbox));
+        messages
+    }
+
+    async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<Message>) {
+        while let Some(message) = inbox.recv().await {
+            match message {
+                Message::Load { reply } => {
+                    let _ = reply.send(self.load().await);
+                }
+                Message::Create {
+                    config,
+                    target,
+                    reply,
+                } => {
+                    if self.slots.contains_key(&config.name) {
+                        let _ = reply.send(Err(HerderError::Conflict(format!(
+                            "Connector {} already exists",
+                            config.name
+                        ))));
+                        continue;
+                    }
+                    self.spawn_actor(config, target, Origin::Created, reply);
+                }
+                Message::PutConfig { config, reply } => match self.slots.get(&config.name) {
+                    Some(slot) if slot.deleting => {
+                        let _ = reply.send(Err(HerderError::Conflict(format!(
+                            "Connector {} is being deleted; try again once it is gone",
+                            config.name
+                        ))));
+                    }
+                    Some(slot) => {
+                        let command = Command::Reconfigure { config, reply };
+                        if let Err(refused) = slot.actor.commands.send(command) {
+                            refused.0.refuse(HerderError::Internal(
+                                "the connector's actor ended".into(),
+                            ));
+                        }
+                    }
+                    None => self.spawn_actor(config, TargetState::Running, Origin::Created, reply),
+                },
+                Message::Connector { name, command } => {
+                    let deleting = matches!(command, Command::Delete { .. });
+                    match self.slots.get_mut(&name) {
+                        Some(slot) => {
+                            slot.deleting |= deleting;
+                            if let Err(refused) = slot.actor.commands.send(command) {
+                                refused.0.refuse(not_found(&name));
+                            }
+                        }
+                        None => command.refuse(not_found(&name)),
+                    }
+                }
+                Message::Shutdown { reply } => {
+                    let _ = reply.send(self.shutdown().await);
+                    return;
+                }
+                Message::Store {
+                    name,
+                    pairs,
+                    target,
+                    done,
+                } => {
+                    self.stored.insert(name, (pairs, target));
+                    let _ = done.send(self.persist().await);
+                }
+                Message::Gone {
+                    name,
+                    persist,
+                    then,
+                } => {
+                    self.slots.remove(&name);
+                    let outcome = if persist && self.stored.remove(&name).is_some() {
+                        self.persist().await
+                    } else {
+                        Ok(())
+                    };
+                    then(outcome);
+                }
+            }
+        }
+    }
+
+    /// Start connector `config.name`'s actor and ask it to start the connector.
+    fn spawn_actor(
+        &mut self,
+        config: ConnectorConfig,
+        target: TargetState,
+        origin: Origin,
+        reply: Reply<(bool, ConnectorInfo)>,
+    ) {
+        let name = config.name.clone();
+        let handle = actor::spawn(
+            Arc::clone(&self.shared),
+            config,
+            Arc::clone(&self.snapshot),
+            self.messages.clone(),
+        );
+        let _ = handle.commands.send(Command::Start {
+            target,
+            origin,
+            reply,
+        });
+        self.slots.insert(
+            name,
+            Slot {
+                actor: handle,
+                deleting: false,
+            },
+        );
+    }
+
+    /// Load the plugins (each file concurrently, its `spec()` under its deadline), watch the
+    /// directory, and restore the stored connectors, all of them at once; done when each has
+    /// come back (running, or FAILED with the reason).
+    async fn load(&mut self) -> Result<(), String> {
+        let registry = &self.shared.registry;
+        let report = registry.scan().await?;
+        tracing::info!(plugins = registry.plugins().len(), skipped = report.failed.len(), dir = %registry.dir().display(), "plugins loaded");
+        if let Some(old) = self
+            .watcher
+            .replace(registry.watch(self.shared.config.plugin_scan_interval))
+        {
+            old.abort();
+        }
+        let mut restoring = Vec::new();
+        for (name, (pairs, target)) in self.store.load()? {
+            match ConnectorConfig::from_pairs(pairs.clone()) {
+                Ok(config) => {
+                    let (reply, restored) = oneshot::channel();
+                    self.spawn_actor(config, target, Origin::Stored, reply);
+                    self.stored.insert(name, (pairs, target));
+                    restoring.push(restored);
+                }
+                Err(problems) => {
+                    tracing::error!(connector = %name, "stored config is invalid: {}", problems_message(&name, &problems))
+                }
+            }
+        }
+        futures::future::join_all(restoring).await;
+        self.started.send_replace(true);
+        Ok(())
+    }
+
+    /// Stop every connector's tasks at once and wait for them; then flush the producer.
+    async fn shutdown(&mut self) -> Vec<(String, u64, usize)> {
+        let mut stopping = Vec::new();
+        for (name, slot) in &self.slots {
+            let (reply, stopped) = oneshot::channel();
+            if slot
+                .actor
+                .commands
+                .send(Command::Shutdown { reply })
+                .is_ok()
+            {
+                stopping.push((name.clone(), stopped));
+            }
+        }
+        let mut summary = Vec::new();
+        for (name, stopped) in stopping {
+            let (done, failed) = stopped.await.unwrap_or((0, 0));
+            summary.push((name, done, failed));
+        }
+        if let Some(watcher) = self.watcher.take() {
+            watcher.abort();
+        }
+        let producer = Arc::clone(&self.shared.producer);
+        let _ = tokio::task::spawn_blocking(move || producer.flush(Duration::from_secs(10))).await;
+        summary
+    }
+
+    /// Write what is stored (off the async threads; the loop waits, so writes stay in order).
+    async fn persist(&self) -> Result<(), HerderError> {
+        let store = self.store.clone();
+        let stored = self.stored.clone();
+        tokio::task::spawn_blocking(move || {
+            store.save(
+                stored
+                    .iter()
+                    .map(|(name, (pairs, target))| (name, pairs.as_slice(), *target)),
+            )
+        })
+        .await
+        .map_err(|e| HerderError::Internal(e.to_string()))?
+        .map_err(HerderError::Internal)
+    }
+}
+
+pub(crate) fn not_found(name: &str) -> HerderError {
+    HerderError::NotFound(format!("Connector {name} not found"))
+}

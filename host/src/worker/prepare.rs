@@ -1,0 +1,312 @@
+//! Preparing one connector: find its plugin, check its config (the worker's keys, the plugin's
+//! config definitions, the plugin's own `validate`), and split it into at most `tasks.max` task
+//! configs with the connector instance, which the connector's actor keeps for later splits.
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use super::{RestartPolicy, Shared};
+use crate::config::ConnectorConfig;
+use crate::config::connector::{Problem, describe};
+use crate::convert::Converter;
+use crate::errors::ErrorPolicy;
+use crate::kafka::consumer::Subscription;
+use crate::plugin::{Plugin, World};
+use crate::sandbox::{CallError, ConnectorInstance, Grants, InstanceContext, Limits, Tags};
+use crate::task::RunnerSettings;
+
+/// A connector whose config checked out, with its task configs.
+#[derive(Clone)]
+pub(crate) struct Prepared {
+    pub plugin: Arc<Plugin>,
+    /// The connector config with the plugin's defaults filled in.
+    pub pairs: Vec<(String, String)>,
+    pub tasks_max: u32,
+    pub grants: Grants,
+    pub limits: Limits,
+    pub key_converter: Converter,
+    pub value_converter: Converter,
+    /// The current split; empty while a retriable split failure waits to be retried.
+    pub task_configs: Vec<Vec<(String, String)>>,
+    pub restart: RestartPolicy,
+    pub settings: RunnerSettings,
+    pub errors: Arc<ErrorPolicy>,
+    /// What the connector instance and its tasks' instances notify to ask for a new split.
+    pub reconfigure: Arc<Notify>,
+}
+
+/// The problems with `config` that need no plugin instance: unknown plugin, the plugin's key
+/// definitions, grants, limits, converters, the sink subscription.
+pub(crate) fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked, Vec<Problem>> {
+    let registry = &shared.registry;
+    let plugin = registry
+        .find(&config.plugin, config.plugin_version.as_deref())
+        .ok_or_else(|| {
+            let available: Vec<String> = registry
+                .plugins()
+                .iter()
+                .map(|p| format!("{}@{}", p.spec.name, p.spec.version))
+                .collect();
+            vec![Problem::new(
+                "connector.class",
+                format!(
+                    "no plugin named {}{} in {} (available: {})",
+                    config.plugin,
+                    config
+                        .plugin_version
+                        .as_deref()
+                        .map(|v| format!("@{v}"))
+                        .unwrap_or_default(),
+                    registry.dir().display(),
+                    if available.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        available.join(", ")
+                    }
+                ),
+            )]
+        })?;
+    let mut problems = Vec::new();
+    // Before any instance exists: a connector that asks for more tasks than one connector may
+    // have is refused without asking its plugin to split the work.
+    problems.extend(shared.config.capacity.check_tasks_max(config.tasks_max));
+    let pairs = config.apply_spec(&plugin.spec).unwrap_or_else(|p| {
+        problems.extend(p);
+        config.pairs.clone()
+    });
+    // Everything the worker itself interprets (capabilities, limits, converters, restarts,
+    // subscriptions) comes from the operator's config only, never from a plugin's defaults.
+    let operator = &config.pairs;
+    let grants = Grants::from_config(operator).unwrap_or_else(|m| {
+        problems.push(Problem::new("", m));
+        Grants::none()
+    });
+    let limits = shared
+        .config
+        .limits
+        .with_overrides(&pairs)
+        .unwrap_or_else(|m| {
+            problems.push(Problem::new("", m));
+            shared.config.limits
+        });
+    if limits.memory_bytes as u64 > shared.config.memory_reservation {
+        problems.push(Problem::new(
+            crate::config_keys::MEMORY_MAX_BYTES,
+            format!(
+                "{} is more than this worker reserves for an instance's memory ({} = {}); lower it, or raise {} in the worker config",
+                limits.memory_bytes,
+                crate::config::worker::MEMORY_RESERVATION,
+                shared.config.memory_reservation,
+                crate::config::worker::MEMORY_RESERVATION
+            ),
+        ));
+    }
+    let defaults = &shared.config.converter_defaults;
+    let key_converter = Converter::configured("key", operator, defaults).unwrap_or_else(|m| {
+        problems.push(Problem::new("", m));
+        Converter::String
+    });
+    let value_converter = Converter::configured("value", operator, defaults).unwrap_or_else(|m| {
+        problems.push(Problem::new("", m));
+        Converter::String
+    });
+    let restart = RestartPolicy::configured(shared.config.restart, operator).unwrap_or_else(|m| {
+        problems.push(Problem::new("", m));
+        shared.config.restart
+    });
+    let settings = shared
+        .config
+        .task
+        .with_overrides(operator)
+        .unwrap_or_else(|m| {
+            problems.push(Problem::new("", m));
+            shared.config.task
+        });
+    let errors = ErrorPolicy::from_config(operator).unwrap_or_else(|ms| {
+        problems.extend(ms.into_iter().map(|m| Problem::new("", m)));
+        ErrorPolicy::default()
+    });
+    if plugin.world == World::Sink {
+        match Subscription::from_config(operator) {
+            Err(m) => problems.push(Problem::new("", m)),
+            Ok(subscription)
+                if errors
+                    .dlq_topic
+                    .as_ref()
+                    .is_some_and(|dlq| subscription.includes(dlq)) =>
+            {
+                problems.push(Problem::new(
+                    crate::errors::policy::DLQ_TOPIC,
+                    "is one of the connector's topics; a dead-letter queue must be another topic",
+                ))
+            }
+            Ok(_) => {}
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(Checked {
+        plugin,
+        pairs,
+        grants,
+        limits,
+        key_converter,
+        value_converter,
+        restart,
+        settings,
+        errors: Arc::new(errors),
+    })
+}
+
+/// A connector config that passed [`check`].
+pub(crate) struct Checked {
+    plugin: Arc<Plugin>,
+    pairs: Vec<(String, String)>,
+    grants: Grants,
+    limits: Limits,
+    key_converter: Converter,
+    value_converter: Converter,
+    restart: RestartPolicy,
+    settings: RunnerSettings,
+    errors: Arc<ErrorPolicy>,
+}
+
+/// The connector instance's context (also the base of its tasks' contexts).
+pub(crate) fn connector_context(
+    name: &str,
+    grants: &Grants,
+    limits: Limits,
+    reconfigure: &Arc<Notify>,
+) -> InstanceContext {
+    InstanceContext {
+        tags: Tags {
+            connector: name.to_owned(),
+            task: None,
+        },
+        grants: grants.clone(),
+        limits,
+        // The WIT: only source tasks read offsets; connector instances and sinks see none.
+        offsets: Arc::new(crate::sandbox::NoOffsets),
+        reconfigure: Arc::clone(reconfigure),
+    }
+}
+
+/// Why [`prepare`] did not produce a connector with task configs.
+pub(crate) enum NotPrepared {
+    /// The config is invalid, or the plugin could not be instantiated or failed for good.
+    Invalid(Vec<Problem>),
+    /// The config is valid but the plugin's `task-configs` failed retriably: the connector
+    /// exists (without task configs) and its split is retried under the restart policy.
+    Retry {
+        prepared: Box<Prepared>,
+        instance: Box<ConnectorInstance>,
+        error: String,
+    },
+}
+
+/// Check `config` completely, keep its connector instance and split it into task configs.
+/// The instance's `request-reconfiguration` notifies `reconfigure`.
+pub(crate) async fn prepare(
+    shared: &Shared,
+    config: &ConnectorConfig,
+    reconfigure: Arc<Notify>,
+) -> Result<(Prepared, ConnectorInstance), NotPrepared> {
+    let Checked {
+        plugin,
+        pairs,
+        grants,
+        limits,
+        key_converter,
+        value_converter,
+        restart,
+        settings,
+        errors,
+    } = check(shared, config).map_err(NotPrepared::Invalid)?;
+    let ctx = connector_context(&config.name, &grants, limits, &reconfigure);
+    let instance_error = |e: String| NotPrepared::Invalid(vec![Problem::new("", e)]);
+    let mut instance = ConnectorInstance::new(
+        &shared.sandbox,
+        &plugin.component,
+        plugin.world,
+        plugin.contract,
+        &ctx,
+    )
+    .await
+    .map_err(|e| {
+        instance_error(format!(
+            "cannot instantiate plugin {}: {e:#}",
+            plugin.spec.name
+        ))
+    })?;
+    let invalid = instance
+        .validate(&pairs)
+        .await
+        .map_err(|e| instance_error(e.to_string()))?;
+    if !invalid.is_empty() {
+        return Err(NotPrepared::Invalid(
+            invalid
+                .into_iter()
+                .map(|e| Problem::new(e.key, e.message))
+                .collect(),
+        ));
+    }
+    let mut prepared = Prepared {
+        plugin,
+        pairs,
+        tasks_max: config.tasks_max,
+        grants,
+        limits,
+        key_converter,
+        value_converter,
+        task_configs: Vec::new(),
+        restart,
+        settings,
+        errors,
+        reconfigure,
+    };
+    match split(&config.name, &prepared, &mut instance).await {
+        Ok(configs) => {
+            prepared.task_configs = configs;
+            Ok((prepared, instance))
+        }
+        Err(e) if e.is_retriable() => Err(NotPrepared::Retry {
+            prepared: Box::new(prepared),
+            instance: Box::new(instance),
+            error: e.to_string(),
+        }),
+        Err(e) => Err(instance_error(e.to_string())),
+    }
+}
+
+/// Ask the connector instance for its task configs.
+pub(crate) async fn split(
+    name: &str,
+    prepared: &Prepared,
+    instance: &mut ConnectorInstance,
+) -> Result<Vec<Vec<(String, String)>>, CallError> {
+    let configs = instance
+        .task_configs(&prepared.pairs, prepared.tasks_max)
+        .await?;
+    tracing::info!(connector = %name, plugin = %prepared.plugin.spec.name, version = %prepared.plugin.spec.version, tasks = configs.len(), tasks_max = prepared.tasks_max, "connector configured");
+    Ok(configs)
+}
+
+/// Every problem with `config`, for `validate`: the worker's checks, the plugin's own, and
+/// a split that fails.
+pub(crate) async fn problems(
+    shared: &Shared,
+    config: &ConnectorConfig,
+) -> Result<Prepared, Vec<Problem>> {
+    match prepare(shared, config, Arc::new(Notify::new())).await {
+        Ok((prepared, _)) => Ok(prepared),
+        Err(NotPrepared::Invalid(problems)) => Err(problems),
+        Err(NotPrepared::Retry { error, .. }) => Err(vec![Problem::new("", error)]),
+    }
+}
+
+/// Describe problems from [`prepare`] for connector `name`.
+pub(crate) fn problems_message(name: &str, problems: &[Problem]) -> String {
+    describe(&format!("connector {name}"), problems)
+}

@@ -1,0 +1,76 @@
+//! When a failed task (or a connector whose task split failed retriably) is tried again.
+
+use std::time::Duration;
+
+/// When a failed task is restarted: exponential backoff with jitter, at most `max_attempts`
+/// restarts within `window` (per connector, with worker defaults; see docs/configuration.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    pub max_attempts: u32,
+    pub window: Duration,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl RestartPolicy {
+    /// The worker's defaults with `config`'s overrides; errors name the key.
+    pub fn configured(
+        defaults: RestartPolicy,
+        config: &[(String, String)],
+    ) -> Result<Self, String> {
+        let mut policy = defaults;
+        for (key, value) in config {
+            let number = || {
+                value
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| format!("{key}: {value:?} is not a non-negative integer"))
+            };
+            match key.as_str() {
+                RESTART_MAX_ATTEMPTS => {
+                    policy.max_attempts = number()?.min(u64::from(u32::MAX)) as u32
+                }
+                RESTART_WINDOW_MS => policy.window = Duration::from_millis(number()?),
+                RESTART_BACKOFF_INITIAL_MS => {
+                    policy.initial_backoff = Duration::from_millis(number()?.max(1))
+                }
+                RESTART_BACKOFF_MAX_MS => {
+                    policy.max_backoff = Duration::from_millis(number()?.max(1))
+                }
+                _ => {}
+            }
+        }
+        Ok(policy)
+    }
+
+    /// The wait before restart number `attempt` (1-based): doubling from the initial backoff up
+    /// to the maximum, plus up to 25% jitter so restarts of many tasks spread out.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let base = self
+            .initial_backoff
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(20))
+            .min(self.max_backoff);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        base + base.mul_f64(f64::from(nanos % 1000) / 4000.0)
+    }
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            window: Duration::from_secs(600),
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Restart policy keys (worker defaults, connector overrides).
+pub const RESTART_MAX_ATTEMPTS: &str = "task.restart.max.attempts";
+pub const RESTART_WINDOW_MS: &str = "task.restart.window.ms";
+pub const RESTART_BACKOFF_INITIAL_MS: &str = "task.restart.backoff.initial.ms";
+pub const RESTART_BACKOFF_MAX_MS: &str = "task.restart.backoff.max.ms";

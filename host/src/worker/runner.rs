@@ -1,0 +1,281 @@
+//! Task runners: build one task's instance and loop from the connector's prepared settings,
+//! and supervise it (a failure restarts it under the connector's restart policy).
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::{Prepared, Shared, connector_context};
+use crate::errors::ErrorReporter;
+use crate::kafka::consumer::{self, Subscription};
+use crate::plugin::World;
+use crate::sandbox::{SinkTaskInstance, SourceTaskInstance};
+use crate::task::poll_ahead::PollAhead;
+use crate::task::put_behind::PutBehind;
+use crate::task::sink::SinkRunner;
+use crate::task::source::SourceRunner;
+use crate::task::{ActiveTopics, Control, Failure, TaskMetrics, TaskState};
+
+/// A running task.
+pub(crate) struct TaskHandle {
+    pub metrics: Arc<TaskMetrics>,
+    pub control: watch::Sender<Control>,
+    pub join: JoinHandle<()>,
+}
+
+/// Start task `id` under `control`, supervised: a failure restarts it from scratch (a new
+/// instance, resuming from the committed offsets) under the connector's restart policy.
+pub(crate) fn spawn_task(
+    shared: &Arc<Shared>,
+    name: &str,
+    prepared: &Arc<Prepared>,
+    id: u32,
+    initial: Control,
+    topics_used: &ActiveTopics,
+) -> TaskHandle {
+    let metrics = Arc::new(TaskMetrics::default());
+    metrics.set_state(if initial == Control::Pause {
+        TaskState::Paused
+    } else {
+        TaskState::Running
+    });
+    let (control, control_rx) = watch::channel(initial);
+    let join = tokio::spawn(supervise(
+        Arc::clone(shared),
+        name.to_owned(),
+        Arc::clone(prepared),
+        id,
+        control_rx,
+        Arc::clone(&metrics),
+        Arc::clone(topics_used),
+    ));
+    TaskHandle {
+        metrics,
+        control,
+        join,
+    }
+}
+
+async fn supervise(
+    shared: Arc<Shared>,
+    name: String,
+    prepared: Arc<Prepared>,
+    id: u32,
+    mut control_rx: watch::Receiver<Control>,
+    metrics: Arc<TaskMetrics>,
+    topics_used: ActiveTopics,
+) {
+    let policy = prepared.restart;
+    let mut failures: std::collections::VecDeque<std::time::Instant> = Default::default();
+    loop {
+        let outcome = run_once(
+            &shared,
+            &name,
+            &prepared,
+            id,
+            control_rx.clone(),
+            &metrics,
+            &topics_used,
+        )
+        .await;
+        let failure = match outcome {
+            Ok(()) => {
+                metrics.set_state(TaskState::Stopped);
+                return;
+            }
+            Err(failure) => failure,
+        };
+        let now = std::time::Instant::now();
+        failures.push_back(now);
+        while failures
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > policy.window)
+        {
+            failures.pop_front();
+        }
+        let attempt = failures.len() as u32;
+        let give_up = if crate::task::control(&control_rx) == Control::Stop {
+            Some(String::new())
+        } else if !failure.restartable {
+            Some(" (not restarted: a restart would fail the same way; fix the cause, then restart the task)".to_owned())
+        } else if attempt > policy.max_attempts {
+            Some(format!(
+                " (not restarted: it failed {attempt} times within {} s; task.restart.max.attempts is {})",
+                policy.window.as_secs(),
+                policy.max_attempts
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = give_up {
+            tracing::error!(connector = %name, task = id, "task failed: {}{why}", failure.trace);
+            metrics.set_state(TaskState::Failed(format!("{}{why}", failure.trace)));
+            return;
+        }
+        let delay = policy.delay(attempt);
+        tracing::warn!(connector = %name, task = id, "task failed: {}; restarting it in {delay:?} (restart {attempt} of at most {})", failure.trace, policy.max_attempts);
+        metrics.set_state(TaskState::Restarting(failure.trace));
+        metrics
+            .restarts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + delay;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => break,
+                changed = control_rx.changed() => {
+                    if changed.is_err() || *control_rx.borrow() == Control::Stop {
+                        metrics.set_state(TaskState::Stopped);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Create task `id`'s instance and run it until it stops or fails.
+async fn run_once(
+    shared: &Arc<Shared>,
+    name: &str,
+    prepared: &Prepared,
+    id: u32,
+    control_rx: watch::Receiver<Control>,
+    metrics: &Arc<TaskMetrics>,
+    topics_used: &ActiveTopics,
+) -> Result<(), Failure> {
+    let plugin = &prepared.plugin;
+    let task_config = prepared
+        .task_configs
+        .get(id as usize)
+        .ok_or_else(|| Failure::fatal(format!("connector {name} has no task {id}")))?;
+    // Capabilities come from the operator's connector config, never from the task config a
+    // plugin returned, so a plugin cannot grant itself more.
+    let mut ctx = connector_context(
+        name,
+        &prepared.grants,
+        prepared.limits,
+        &prepared.reconfigure,
+    );
+    ctx.tags.task = Some(id);
+    if plugin.world == World::Source {
+        ctx.offsets = shared.offsets.reader(name);
+    }
+    let mut settings = prepared.settings;
+    // Each task may track its own partitions; the connector's store holds all of theirs.
+    settings.stored_partitions_max = settings
+        .source_partitions_max
+        .saturating_mul(prepared.task_configs.len().max(1));
+    metrics.set_state(if crate::task::control(&control_rx) == Control::Pause {
+        TaskState::Paused
+    } else {
+        TaskState::Running
+    });
+    let errors = ErrorReporter::new(
+        Arc::clone(&prepared.errors),
+        name,
+        id,
+        Arc::clone(&shared.producer),
+        Arc::clone(&shared.topics),
+        Arc::clone(&metrics.errors),
+    );
+    let cannot = |e: anyhow::Error| Failure::from(format!("cannot instantiate the plugin: {e:#}"));
+    match plugin.world {
+        World::Source => {
+            let instance = SourceTaskInstance::create(
+                &shared.sandbox,
+                &plugin.component,
+                plugin.contract,
+                &ctx,
+                task_config,
+            )
+            .await
+            .map_err(cannot)??;
+            SourceRunner {
+                connector: name.to_owned(),
+                task: id,
+                instance: PollAhead::spawn(instance),
+                producer: Arc::clone(&shared.producer),
+                topics: Arc::clone(&shared.topics),
+                offsets: Arc::clone(&shared.offsets),
+                config: prepared.pairs.clone(),
+                key_converter: prepared.key_converter,
+                value_converter: prepared.value_converter,
+                settings,
+                metrics: Arc::clone(metrics),
+                topics_used: Arc::clone(topics_used),
+                grant: prepared.grants.topics().clone(),
+                plugin: plugin.spec.name.clone(),
+                errors,
+            }
+            .run(control_rx)
+            .await
+        }
+        World::Sink => {
+            let instance = SinkTaskInstance::create(
+                &shared.sandbox,
+                &plugin.component,
+                plugin.contract,
+                &ctx,
+                task_config,
+            )
+            .await
+            .map_err(cannot)??;
+            let subscription =
+                Subscription::from_config(&prepared.pairs).map_err(Failure::fatal)?;
+            let client_id = format!("wasm-connect-{name}-{id}");
+            let (consumer, events) = consumer::create(
+                &shared.bootstrap,
+                &client_id,
+                name,
+                &format!("{client_id}-{}", shared.instance_id),
+                &subscription,
+                &shared.config.consumer,
+            )?;
+            SinkRunner {
+                connector: name.to_owned(),
+                task: id,
+                instance: PutBehind::spawn(instance),
+                consumer,
+                events,
+                key_converter: prepared.key_converter,
+                value_converter: prepared.value_converter,
+                settings,
+                metrics: Arc::clone(metrics),
+                topics_used: Arc::clone(topics_used),
+                plugin: plugin.spec.name.clone(),
+                errors,
+                dead_letters: Default::default(),
+            }
+            .run(control_rx)
+            .await
+        }
+    }
+}
+
+/// How long a stopping task may take before it is aborted. Each plugin call it waits on is
+/// bounded by the shutdown grace period already; this is the backstop.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl TaskHandle {
+    /// Tell the task to stop and wait until it has (offsets flushed and committed).
+    pub async fn stop(&mut self) {
+        let _ = self.control.send(Control::Stop);
+        if tokio::time::timeout(STOP_GRACE, &mut self.join)
+            .await
+            .is_err()
+        {
+            tracing::warn!("a task did not stop within {STOP_GRACE:?}; aborting it");
+            self.join.abort();
+        }
+    }
+}
+
+/// Stop every task of `tasks` at once, so stopping takes as long as the slowest, not the sum.
+pub(crate) async fn stop_all(tasks: &mut Vec<TaskHandle>) {
+    for task in tasks.iter() {
+        let _ = task.control.send(Control::Stop);
+    }
+    futures::future::join_all(tasks.iter_mut().map(TaskHandle::stop)).await;
+    tasks.clear();
+}
