@@ -262,6 +262,7 @@ impl Actor {
                 let _ = reply.send(outcome);
             }
             Command::Delete { reply } => {
+                tracing::info!(connector = %self.name, "deleting connector {}: stopping its tasks", self.name);
                 stop_all(&mut self.tasks).await;
                 self.instance = None;
                 self.shared.capacity.release(&self.name);

@@ -23,6 +23,11 @@
 //! - `open-files`: opens the file `path` again and again, keeping every handle.
 //! - `write-to`: records for the topic `write.topic` (which the connector may not be granted).
 //! - `topic-per-record`: record n for topic `write.topic`-n.
+//! - `resplit-once`: every task config carries `generation`, the number of the connector
+//!   instance's `task-configs` call; a task of generation 1 asks for a reconfiguration from its
+//!   first `poll`, once. Records are `{"generation": n}`.
+//! - `split-fails`: `task-configs` fails retriably its first `fail.times` (default 2) calls on a
+//!   connector instance, then splits as usual.
 //! - `tasks` (any mode): how many task configs to return (at most `tasks.max`).
 
 use wasm_connect_sdk::{
@@ -55,7 +60,13 @@ const MODES: &[&str] = &[
     "open-files",
     "write-to",
     "topic-per-record",
+    "resplit-once",
+    "split-fails",
 ];
+
+/// `task-configs` calls on this connector instance so far (a connector instance is kept by
+/// the worker between splits; each task has an instance of its own).
+static SPLITS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl Connector for Misbehave {
     fn spec() -> Spec {
@@ -110,6 +121,14 @@ impl Connector for Misbehave {
                 .default(""),
             )
             .config(ConfigDef::new("tasks", ConfigType::Int, "Task configs to return.").default(1))
+            .config(
+                ConfigDef::new(
+                    "fail.times",
+                    ConfigType::Int,
+                    "Failing splits (mode split-fails).",
+                )
+                .default(2),
+            )
     }
 
     fn validate(config: &Config) -> Vec<wasm_connect_sdk::ConfigError> {
@@ -119,8 +138,18 @@ impl Connector for Misbehave {
 
     fn task_configs(config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
         sleep_if(config, "task-configs");
+        let split = SPLITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if config.string_or("mode", "") == "split-fails" {
+            let fails: u32 = config.parse_or("fail.times", 2)?;
+            if split <= fails {
+                return Err(Error::retriable(format!(
+                    "split {split} fails on purpose (fail.times {fails})"
+                )));
+            }
+        }
         let tasks: u32 = config.parse_or("tasks", 1)?;
-        Ok((0..tasks.min(max_tasks)).map(|_| config.clone()).collect())
+        let task = config.clone().with("generation", split.to_string());
+        Ok((0..tasks.min(max_tasks)).map(|_| task.clone()).collect())
     }
 }
 
@@ -150,6 +179,10 @@ pub struct Task {
     big_topic: String,
     sleep_in: String,
     write_topic: String,
+    /// The connector's split this task belongs to (mode resplit-once).
+    generation: u32,
+    /// Whether this task asked for a reconfiguration already.
+    asked: bool,
     /// Handles kept open (mode open-files).
     files: Vec<std::fs::File>,
 }
@@ -186,6 +219,8 @@ impl SourceTask for Task {
             big_topic: config.string_or("big.topic", ""),
             sleep_in: config.string_or("sleep.in", "poll"),
             write_topic: config.string_or("write.topic", ""),
+            generation: config.parse_or("generation", 0)?,
+            asked: false,
             files: Vec::new(),
         })
     }
@@ -239,6 +274,19 @@ impl SourceTask for Task {
                 for _ in 0..self.count {
                     log::info(&message);
                 }
+            }
+            "resplit-once" => {
+                if self.generation == 1 && !self.asked {
+                    self.asked = true;
+                    wasm_connect_sdk::request_reconfiguration();
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let n = self.next;
+                self.next += 1;
+                return Ok(vec![record(
+                    n,
+                    Data::Json(json!({"generation": self.generation}).to_string()),
+                )]);
             }
             "reconfigure" => loop {
                 wasm_connect_sdk::request_reconfiguration();

@@ -1,0 +1,233 @@
+//! The control plane: one control loop, an actor per connector, reads from a snapshot.
+//!
+//! - Reads about other connectors (and the connector list) are answered while a connector's
+//!   task is stuck in `stop` for 20 s during its delete: asserted by order (the reads complete
+//!   while the delete is still pending), not by a time limit.
+//! - An offsets reset racing a resume of the same connector is serialized: either the reset
+//!   happens first (the source starts again from nothing) or it is refused because the
+//!   connector already runs; never half of each.
+//! - A connector that asks for a reconfiguration (`context.request-reconfiguration` from a
+//!   task's `poll`) is split again by its kept connector instance, and its tasks restart on the
+//!   new split.
+//! - A connector whose `task-configs` fails retriably is retried under the restart policy and
+//!   ends RUNNING.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use wasm_connect_tests::kafka::{self, consume, create_topic, unique_topic};
+use wasm_connect_tests::plugins_with;
+use wasm_connect_tests::rest::{block, create, get, start_neighbour, task_metrics};
+use wasm_connect_tests::worker::{Worker, eventually};
+
+/// `method path` with an optional JSON body: the status and the body as JSON.
+async fn call(url: &str, method: reqwest::Method, path: &str) -> (StatusCode, Value) {
+    let response = reqwest::Client::new()
+        .request(method, format!("{url}{path}"))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The stored `seq` of datagen's task 0.
+async fn datagen_seq(url: &str, name: &str) -> Option<u64> {
+    let offsets = get(url, &format!("/connectors/{name}/offsets")).await;
+    offsets["offsets"]
+        .as_array()?
+        .iter()
+        .find(|o| o["partition"]["task"] == 0)?["offset"]["seq"]
+        .as_u64()
+}
+
+fn wait_records_done(url: &str, name: &str, at_least: u64) {
+    let mut last = Value::Null;
+    let done = eventually(Duration::from_secs(60), || {
+        last = block(task_metrics(url, name, 0));
+        last["state"] == "RUNNING" && last["records_done"].as_u64().unwrap_or(0) >= at_least
+    });
+    assert!(done, "{name} did not write {at_least} records: {last}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reads_answer_during_a_stuck_stop_and_offset_changes_are_serialized() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &["datagen"], &["misbehave"]);
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+        ("offset.flush.interval.ms", "200".to_owned()),
+        // Long enough that the stop below really waits for the plugin's 20 s.
+        ("task.shutdown.graceful.timeout.ms", "40000".to_owned()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+
+    let neighbour_topic = unique_topic("neighbour");
+    create_topic(&neighbour_topic, 1).await;
+    start_neighbour(&url, "neighbour", &neighbour_topic, 50).await;
+
+    // A task that takes 20 s to stop.
+    let stuck = json!({"connector.class": "misbehave", "mode": "sleep", "sleep.in": "stop",
+        "sleep.ms": "20000", "topic": unique_topic("stuck")});
+    assert_eq!(create(&url, "stuck", stuck).await, StatusCode::CREATED);
+    wait_records_done(&url, "stuck", 0);
+    let delete = tokio::spawn({
+        let url = url.clone();
+        async move { call(&url, reqwest::Method::DELETE, "/connectors/stuck").await }
+    });
+    worker.wait_for_log("deleting connector stuck", Duration::from_secs(30));
+    let status = get(&url, "/connectors/neighbour/status").await;
+    let list = get(&url, "/connectors").await;
+    let delete_pending = !delete.is_finished();
+    assert_eq!(status["connector"]["state"], "RUNNING", "{status}");
+    assert_eq!(status["tasks"][0]["state"], "RUNNING", "{status}");
+    let names: Vec<&str> = list
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert!(names.contains(&"neighbour"), "{list}");
+    assert!(
+        delete_pending,
+        "the reads were answered while the delete waited on the plugin's stop"
+    );
+    let (deleted, body) = delete.await.unwrap();
+    assert_eq!(deleted, StatusCode::NO_CONTENT, "{body}");
+    assert_eq!(
+        call(&url, reqwest::Method::GET, "/connectors/stuck")
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+
+    // An offsets reset racing a resume, several times over.
+    let topic = unique_topic("raced");
+    create_topic(&topic, 1).await;
+    let raced = json!({"connector.class": "datagen", "topic": topic, "rate": "2000",
+        "value.converter": "string"});
+    assert_eq!(create(&url, "raced", raced).await, StatusCode::CREATED);
+    for round in 0..5 {
+        wait_records_done(&url, "raced", 500);
+        let stop = call(&url, reqwest::Method::PUT, "/connectors/raced/stop").await;
+        assert_eq!(stop.0, StatusCode::NO_CONTENT, "round {round}: {}", stop.1);
+        let before = datagen_seq(&url, "raced")
+            .await
+            .unwrap_or_else(|| panic!("round {round}: offsets stored after 500 records"));
+        assert!(before >= 499, "round {round}: seq {before}");
+        let reset = tokio::spawn({
+            let url = url.clone();
+            async move { call(&url, reqwest::Method::DELETE, "/connectors/raced/offsets").await }
+        });
+        let resume = call(&url, reqwest::Method::PUT, "/connectors/raced/resume").await;
+        let (reset, body) = reset.await.unwrap();
+        assert_eq!(
+            resume.0,
+            StatusCode::ACCEPTED,
+            "round {round}: {}",
+            resume.1
+        );
+        // Whatever the order, a few records later the stored offset tells which came first.
+        wait_records_done(&url, "raced", 1);
+        let stop = call(&url, reqwest::Method::PUT, "/connectors/raced/stop").await;
+        assert_eq!(stop.0, StatusCode::NO_CONTENT);
+        let after = datagen_seq(&url, "raced").await;
+        match reset {
+            StatusCode::OK => assert!(
+                after.is_none_or(|seq| seq < before),
+                "round {round}: the reset was acknowledged, so the source started again from nothing: seq {after:?}, {before} before"
+            ),
+            StatusCode::BAD_REQUEST => {
+                assert!(
+                    body.to_string().contains("STOPPED"),
+                    "round {round}: {body}"
+                );
+                assert!(
+                    after.is_some_and(|seq| seq > before),
+                    "round {round}: the reset was refused, so the source went on: seq {after:?}, {before} before"
+                );
+            }
+            other => panic!("round {round}: the reset answered {other}: {body}"),
+        }
+        let resume = call(&url, reqwest::Method::PUT, "/connectors/raced/resume").await;
+        assert_eq!(resume.0, StatusCode::ACCEPTED);
+    }
+    let (_, log) = worker.stop();
+    assert!(log.contains("stopped."), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connectors_are_split_again_when_they_ask_and_when_a_split_failed_retriably() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &[], &["misbehave"]);
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+        ("offset.flush.interval.ms", "200".to_owned()),
+        ("task.restart.backoff.initial.ms", "100".to_owned()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    let generation = |url: &str, name: &str| {
+        let tasks = block(get(url, &format!("/connectors/{name}/tasks")));
+        tasks[0]["config"]["generation"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_default()
+    };
+
+    // A task of the first split asks for a new one from its first poll.
+    let topic = unique_topic("resplit");
+    create_topic(&topic, 1).await;
+    let resplit = json!({"connector.class": "misbehave", "mode": "resplit-once", "topic": topic,
+        "value.converter": "string"});
+    assert_eq!(create(&url, "resplit", resplit).await, StatusCode::CREATED);
+    assert!(
+        eventually(Duration::from_secs(60), || generation(&url, "resplit")
+            == "2"),
+        "the connector was split again: tasks {}\n{}",
+        block(get(&url, "/connectors/resplit/tasks")),
+        worker.log_text()
+    );
+    wait_records_done(&url, "resplit", 1);
+    let records = consume(&topic, usize::MAX, Duration::from_secs(5));
+    assert!(
+        records.iter().any(|r| r.text() == r#"{"generation":2}"#),
+        "the second split's task writes"
+    );
+    assert!(
+        worker
+            .log_text()
+            .contains("the task configs changed; restarting the connector's tasks"),
+        "{}",
+        worker.log_text()
+    );
+
+    // task-configs fails retriably twice, then splits.
+    let fails = json!({"connector.class": "misbehave", "mode": "split-fails", "fail.times": "2",
+        "topic": unique_topic("fails"), "value.converter": "string"});
+    assert_eq!(create(&url, "fails", fails).await, StatusCode::CREATED);
+    let mut status = Value::Null;
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            status = block(get(&url, "/connectors/fails/status"));
+            status["connector"]["state"] == "RUNNING" && status["tasks"][0]["state"] == "RUNNING"
+        }),
+        "the connector ends RUNNING: {status}\n{}",
+        worker.log_text()
+    );
+    assert_eq!(
+        generation(&url, "fails"),
+        "3",
+        "two failed splits, then one"
+    );
+    let log = worker.log_text();
+    assert_eq!(
+        log.matches("could not split its work").count(),
+        2,
+        "each retriable failure is logged once: {log}"
+    );
+    let (_, log) = worker.stop();
+    assert!(log.contains("stopped."), "{log}");
+}
