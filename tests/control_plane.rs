@@ -231,3 +231,129 @@ async fn connectors_are_split_again_when_they_ask_and_when_a_split_failed_retria
     let (_, log) = worker.stop();
     assert!(log.contains("stopped."), "{log}");
 }
+
+/// Write `bytes` as `to` the way a deploy tool does: aside, then renamed in place.
+fn deploy(bytes: &[u8], to: &std::path::Path) {
+    let aside = to.with_extension("partial");
+    std::fs::write(&aside, bytes).unwrap();
+    std::fs::rename(&aside, to).unwrap();
+}
+
+/// misbehave built with spec version `0.1.0-build.<letter>` (the built file's version marker
+/// rewritten: the same plugin, another version).
+fn misbehave_build(letter: u8) -> Vec<u8> {
+    let mut bytes = std::fs::read(wasm_connect_tests::test_plugin_file("misbehave")).unwrap();
+    let marker = b"0.1.0-build.a";
+    let at = bytes
+        .windows(marker.len())
+        .position(|w| w == marker)
+        .expect("misbehave carries its version marker");
+    bytes[at + marker.len() - 1] = letter;
+    bytes
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connectors_follow_their_plugin_file_unless_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &[], &["misbehave"]);
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+        ("plugin.scan.interval.ms", "200".to_owned()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    let idle = |extra: Value| {
+        let mut config = json!({"connector.class": "misbehave", "mode": "sleep", "sleep.ms": "100",
+            "topic": unique_topic("idle")});
+        for (k, v) in extra.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        config
+    };
+    assert_eq!(
+        create(&url, "follows", idle(json!({}))).await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        create(
+            &url,
+            "pinned",
+            idle(json!({"connector.plugin.version": "[0.1.0-build.a]"}))
+        )
+        .await,
+        StatusCode::CREATED
+    );
+    let versions = |url: &str, name: &str| {
+        let status = block(get(url, &format!("/connectors/{name}/status")));
+        (
+            status["connector"]["version"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+            status["tasks"][0]["version"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+            status["tasks"][0]["state"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+        )
+    };
+    let running = |version: &str| (version.to_owned(), version.to_owned(), "RUNNING".to_owned());
+    assert!(eventually(Duration::from_secs(30), || {
+        versions(&url, "follows") == running("0.1.0-build.a")
+    }));
+    assert_eq!(versions(&url, "pinned"), running("0.1.0-build.a"));
+
+    // A second version beside the first: the unpinned connector moves to it.
+    deploy(&misbehave_build(b'b'), &plugins.join("misbehave-b.wasm"));
+    assert!(
+        eventually(Duration::from_secs(60), || versions(&url, "follows")
+            == running("0.1.0-build.b")),
+        "follows runs build b: {:?}\n{}",
+        versions(&url, "follows"),
+        worker.log_text()
+    );
+    let listed = get(&url, "/connector-plugins?connectorsOnly=true").await;
+    for version in ["0.1.0-build.a", "0.1.0-build.b"] {
+        assert!(
+            listed
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["class"] == "misbehave" && p["version"] == version),
+            "{listed}"
+        );
+    }
+    // That file replaced in place by a third build: it moves again.
+    deploy(&misbehave_build(b'c'), &plugins.join("misbehave-b.wasm"));
+    assert!(
+        eventually(Duration::from_secs(60), || versions(&url, "follows")
+            == running("0.1.0-build.c")),
+        "follows runs build c: {:?}",
+        versions(&url, "follows")
+    );
+    // The pinned one stayed on its version all along, never restarted.
+    assert_eq!(versions(&url, "pinned"), running("0.1.0-build.a"));
+    let log = worker.log_text();
+    assert!(
+        log.contains("plugin misbehave changed (0.1.0-build.a -> 0.1.0-build.b")
+            && log.contains("plugin misbehave changed (0.1.0-build.b -> 0.1.0-build.c"),
+        "{log}"
+    );
+    assert_eq!(log.matches("plugin misbehave changed").count(), 2, "{log}");
+    // A version range that cannot be parsed is refused, naming the key.
+    let bad = reqwest::Client::new()
+        .post(format!("{url}/connectors"))
+        .json(&json!({"name": "bad", "config": idle(json!({"connector.plugin.version": "[1.0,2.0"}))}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    let body = bad.text().await.unwrap();
+    assert!(body.contains("connector.plugin.version"), "{body}");
+    let (_, log) = worker.stop();
+    assert!(log.contains("stopped."), "{log}");
+}

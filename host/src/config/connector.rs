@@ -115,8 +115,14 @@ impl ConnectorConfig {
             },
         };
         let plugin_version = get(PLUGIN_VERSION)
-            .filter(|v| !v.is_empty())
+            .filter(|v| !v.trim().is_empty())
             .map(str::to_owned);
+        if let Some(Err(e)) = plugin_version
+            .as_deref()
+            .map(crate::registry::VersionSpec::parse)
+        {
+            problems.push(Problem::new(PLUGIN_VERSION, e));
+        }
         if !problems.is_empty() {
             return Err(problems);
         }

@@ -75,6 +75,9 @@ pub(crate) enum Command {
     ResetOffsets {
         reply: Reply<Value>,
     },
+    /// The plugin directory changed: restart on the plugin build the config now resolves to,
+    /// if that is another one.
+    PluginsChanged,
     /// Stop the tasks and remove the connector (its offsets stay, as in Kafka Connect).
     Delete {
         reply: Reply<()>,
@@ -107,6 +110,7 @@ impl Command {
             Command::Shutdown { reply } => {
                 let _ = reply.send((0, 0));
             }
+            Command::PluginsChanged => {}
         }
     }
 }
@@ -261,6 +265,7 @@ impl Actor {
                 };
                 let _ = reply.send(outcome);
             }
+            Command::PluginsChanged => self.follow_plugin().await,
             Command::Delete { reply } => {
                 tracing::info!(connector = %self.name, "deleting connector {}: stopping its tasks", self.name);
                 stop_all(&mut self.tasks).await;
@@ -374,6 +379,32 @@ impl Actor {
         self.store().await?;
         self.publish();
         Ok(info_of(&self.name, &self.view()))
+    }
+
+    /// After a change in the plugin directory: restart on the build `connector.class` (and
+    /// `connector.plugin.version`) now resolve to, if it is another one, offsets kept. A
+    /// connector whose plugin left the directory keeps running on the build it loaded.
+    async fn follow_plugin(&mut self) {
+        let found = self
+            .shared
+            .registry
+            .find(&self.config.plugin, self.config.plugin_version.as_deref());
+        let running = self.prepared.as_ref().map(|p| Arc::clone(&p.plugin));
+        let new = match (found, running) {
+            (Some(new), Some(old)) if Arc::ptr_eq(&new, &old) => return,
+            (None, Some(old)) => {
+                tracing::warn!(connector = %self.name, "plugin {} {} left the plugin directory; the connector keeps running on the build it loaded until it is restarted", old.spec.name, old.spec.version);
+                return;
+            }
+            (None, None) => return,
+            (Some(new), old) => {
+                tracing::info!(connector = %self.name, "plugin {} changed ({} -> {} from {}): restarting the connector on it", new.spec.name, old.map_or_else(|| "missing".to_owned(), |o| o.spec.version.clone()), new.spec.version, new.path.display());
+                new
+            }
+        };
+        if let Err(e) = self.reconfigure(self.config.clone()).await {
+            tracing::error!(connector = %self.name, "cannot restart on plugin {} {}: {e}; the connector keeps running as it was", new.spec.name, new.spec.version);
+        }
     }
 
     async fn set_target(&mut self, target: TargetState) -> Result<(), HerderError> {

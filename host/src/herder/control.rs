@@ -36,6 +36,8 @@ pub(crate) enum Message {
         config: ConnectorConfig,
         reply: Reply<(bool, ConnectorInfo)>,
     },
+    /// The plugin directory changed: every connector checks whether its plugin did.
+    PluginsChanged,
     /// A command for one connector's actor; `NotFound` if there is no such connector.
     Connector { name: String, command: Command },
     /// Stop every connector's tasks (the stored state stays); replies each connector's records
@@ -79,7 +81,8 @@ pub(crate) struct ControlLoop {
     /// Its own sender, for actors' events.
     messages: mpsc::UnboundedSender<Message>,
     started: watch::Sender<bool>,
-    watcher: Option<JoinHandle<()>>,
+    /// The plugin directory's watcher, and the task that turns its changes into messages.
+    watcher: Vec<JoinHandle<()>>,
 }
 
 impl ControlLoop {
@@ -99,7 +102,7 @@ impl ControlLoop {
             stored: BTreeMap::new(),
             messages: messages.clone(),
             started,
-            watcher: None,
+            watcher: Vec::new(),
         };
         tokio::spawn(control.run(inbox));
         messages
@@ -142,6 +145,11 @@ impl ControlLoop {
                     }
                     None => self.spawn_actor(config, TargetState::Running, Origin::Created, reply),
                 },
+                Message::PluginsChanged => {
+                    for slot in self.slots.values().filter(|s| !s.deleting) {
+                        let _ = slot.actor.commands.send(Command::PluginsChanged);
+                    }
+                }
                 Message::Connector { name, command } => {
                     let deleting = matches!(command, Command::Delete { .. });
                     match self.slots.get_mut(&name) {
@@ -220,12 +228,20 @@ impl ControlLoop {
         let registry = &self.shared.registry;
         let report = registry.scan().await?;
         tracing::info!(plugins = registry.plugins().len(), skipped = report.failed.len(), dir = %registry.dir().display(), "plugins loaded");
-        if let Some(old) = self
-            .watcher
-            .replace(registry.watch(self.shared.config.plugin_scan_interval))
-        {
+        for old in self.watcher.drain(..) {
             old.abort();
         }
+        self.watcher
+            .push(registry.watch(self.shared.config.plugin_scan_interval));
+        let mut changes = registry.subscribe();
+        let messages = self.messages.clone();
+        self.watcher.push(tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                if messages.send(Message::PluginsChanged).is_err() {
+                    return;
+                }
+            }
+        }));
         let mut restoring = Vec::new();
         for (name, (pairs, target)) in self.store.load()? {
             match ConnectorConfig::from_pairs(pairs.clone()) {
@@ -264,7 +280,7 @@ impl ControlLoop {
             let (done, failed) = stopped.await.unwrap_or((0, 0));
             summary.push((name, done, failed));
         }
-        if let Some(watcher) = self.watcher.take() {
+        for watcher in self.watcher.drain(..) {
             watcher.abort();
         }
         let producer = Arc::clone(&self.shared.producer);

@@ -7,6 +7,9 @@ use serde::Serialize;
 pub struct InstanceState {
     pub state: &'static str,
     pub worker_id: String,
+    /// The plugin version it runs (KIP-891), once known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
 }

@@ -147,6 +147,10 @@ pub(crate) fn info_of(name: &str, view: &ConnectorView) -> ConnectorInfo {
 /// `GET /connectors/{name}/status`.
 pub(crate) fn status_of(shared: &Shared, name: &str, view: &ConnectorView) -> ConnectorStatus {
     let worker_id = shared.config.worker_id.clone();
+    let version = view
+        .prepared
+        .as_ref()
+        .map(|p| p.plugin.spec.version.clone());
     // A RUNNING connector or task says so when the cluster does not answer: its records wait
     // (nothing is lost) but nothing moves.
     let outage = shared.health.outage().map(|o| {
@@ -159,11 +163,13 @@ pub(crate) fn status_of(shared: &Shared, name: &str, view: &ConnectorView) -> Co
         (Some(trace), _, _) => InstanceState {
             state: "FAILED",
             worker_id: worker_id.clone(),
+            version: version.clone(),
             trace: Some(trace.clone()),
         },
         (None, Some(trace), target) if target != TargetState::Stopped => InstanceState {
             state: "RESTARTING",
             worker_id: worker_id.clone(),
+            version: version.clone(),
             trace: Some(trace.clone()),
         },
         (None, _, target) => InstanceState {
@@ -173,6 +179,7 @@ pub(crate) fn status_of(shared: &Shared, name: &str, view: &ConnectorView) -> Co
                 TargetState::Stopped => "STOPPED",
             },
             worker_id: worker_id.clone(),
+            version: version.clone(),
             trace: outage.clone().filter(|_| target == TargetState::Running),
         },
     };
@@ -187,6 +194,7 @@ pub(crate) fn status_of(shared: &Shared, name: &str, view: &ConnectorView) -> Co
                 state: InstanceState {
                     state: state.name(),
                     worker_id: worker_id.clone(),
+                    version: version.clone(),
                     trace: match state {
                         TaskState::Failed(trace) | TaskState::Restarting(trace) => Some(trace),
                         TaskState::Running => {

@@ -255,21 +255,23 @@ impl Registry {
             .collect()
     }
 
-    /// The plugin called `name` at `version`, or at its highest version when `version` is
-    /// `None`. When two files hold the same name and version, the first by path wins.
+    /// The plugin called `name` at `version` (an exact version, or a range in KIP-891's syntax
+    /// such as `[1.0,2.0)`), its highest matching version, or its highest version when `version`
+    /// is `None`. When two files hold the same name and version, the first by path wins.
     pub fn find(&self, name: &str, version: Option<&str>) -> Option<Arc<Plugin>> {
-        let candidates = self
-            .plugins()
+        let wanted = match version.map(VersionSpec::parse) {
+            None => VersionSpec::Any,
+            Some(Ok(spec)) => spec,
+            Some(Err(_)) => return None,
+        };
+        self.plugins()
             .into_iter()
-            .filter(|p| p.spec.name == name && version.is_none_or(|v| p.spec.version == v));
-        match version {
-            Some(_) => candidates.into_iter().next(),
-            None => candidates.max_by(|a, b| {
+            .filter(|p| p.spec.name == name && wanted.matches(&p.spec.version))
+            .max_by(|a, b| {
                 version_key(&a.spec.version)
                     .cmp(&version_key(&b.spec.version))
                     .then_with(|| b.path.cmp(&a.path))
-            }),
-        }
+            })
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<PathBuf, Entry>> {
@@ -278,6 +280,82 @@ impl Registry {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<PathBuf, Entry>> {
         self.files.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Which versions of a plugin a connector accepts (`connector.plugin.version`, KIP-891): any,
+/// one exact version, or a range with inclusive `[` `]` or exclusive `(` `)` bounds, either of
+/// which may be left out (`[1.0,)`, `(,2.0)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionSpec {
+    /// The highest version present.
+    Any,
+    /// This version exactly.
+    Exact(String),
+    /// Versions between the bounds: `(version, inclusive)`.
+    Range {
+        low: Option<(String, bool)>,
+        high: Option<(String, bool)>,
+    },
+}
+
+impl VersionSpec {
+    /// Parse `connector.plugin.version`; the error says what is wrong and shows the syntax.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let syntax = "a version (1.2.0) or a range such as [1.0,2.0), (1.0,] or [1.2.0]";
+        if text.is_empty() {
+            return Ok(VersionSpec::Any);
+        }
+        let Some(open) = text.chars().next().filter(|c| matches!(c, '[' | '(')) else {
+            if text.contains([',', '[', ']', '(', ')']) {
+                return Err(format!("{text:?} is not {syntax}"));
+            }
+            return Ok(VersionSpec::Exact(text.to_owned()));
+        };
+        let Some(close) = text.chars().last().filter(|c| matches!(c, ']' | ')')) else {
+            return Err(format!(
+                "{text:?} does not end with ] or ); expected {syntax}"
+            ));
+        };
+        let inner = &text[1..text.len() - 1];
+        let bound = |v: &str, inclusive: bool| {
+            let v = v.trim();
+            (!v.is_empty()).then(|| (v.to_owned(), inclusive))
+        };
+        match inner.split_once(',') {
+            None if open == '[' && close == ']' && !inner.trim().is_empty() => {
+                Ok(VersionSpec::Exact(inner.trim().to_owned()))
+            }
+            None => Err(format!("{text:?} is not {syntax}")),
+            Some((low, high)) if !high.contains(',') => Ok(VersionSpec::Range {
+                low: bound(low, open == '['),
+                high: bound(high, close == ']'),
+            }),
+            Some(_) => Err(format!(
+                "{text:?} has more than two bounds; expected {syntax}"
+            )),
+        }
+    }
+
+    /// Whether `version` is accepted.
+    pub fn matches(&self, version: &str) -> bool {
+        match self {
+            VersionSpec::Any => true,
+            VersionSpec::Exact(v) => v == version,
+            VersionSpec::Range { low, high } => {
+                let key = version_key(version);
+                let above = low.as_ref().is_none_or(|(v, inclusive)| {
+                    let low = version_key(v);
+                    key > low || (*inclusive && key == low)
+                });
+                let below = high.as_ref().is_none_or(|(v, inclusive)| {
+                    let high = version_key(v);
+                    key < high || (*inclusive && key == high)
+                });
+                above && below
+            }
+        }
     }
 }
 
@@ -333,7 +411,7 @@ fn list_wasm_files(dir: &Path) -> Result<Vec<(PathBuf, Stamp)>, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::version_key;
+    use super::{VersionSpec, version_key};
 
     #[test]
     fn versions_order_numerically() {
@@ -341,5 +419,22 @@ mod tests {
         assert!(version_key("1.0.0") > version_key("0.99.99"));
         assert!(version_key("1.0.0") > version_key("1.0.0-rc1"));
         assert!(version_key("1.0.0-rc2") > version_key("1.0.0-rc1"));
+    }
+
+    #[test]
+    fn version_specs_follow_kip_891() {
+        let spec = |t: &str| VersionSpec::parse(t).unwrap();
+        assert!(spec("1.2.0").matches("1.2.0") && !spec("1.2.0").matches("1.2.1"));
+        assert!(spec("[1.2.0]").matches("1.2.0") && !spec("[1.2.0]").matches("1.3.0"));
+        let range = spec("[1.0,2.0)");
+        assert!(range.matches("1.0") && range.matches("1.9.9") && range.matches("1.10.0"));
+        assert!(!range.matches("2.0") && !range.matches("0.9"));
+        assert!(spec("(1.0,]").matches("3.0") && !spec("(1.0,]").matches("1.0"));
+        assert!(spec("(,2.0]").matches("2.0") && spec("(,2.0]").matches("0.1"));
+        assert_eq!(spec(" "), VersionSpec::Any);
+        for bad in ["[1.0,2.0", "1.0,2.0", "[1,2,3]", "()", "[,"] {
+            let err = VersionSpec::parse(bad).unwrap_err();
+            assert!(err.contains("[1.0,2.0)"), "{bad}: {err}");
+        }
     }
 }

@@ -37,6 +37,10 @@ use wasm_connect_sdk::{
 
 pub struct Misbehave;
 
+/// The spec's version: a marker a test can rewrite in the built file to make a second version
+/// of this plugin (same length, so the component stays valid).
+const VERSION: &str = "0.1.0-build.a";
+
 const MODES: &[&str] = &[
     "log",
     "sleep",
@@ -70,7 +74,7 @@ static SPLITS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(
 
 impl Connector for Misbehave {
     fn spec() -> Spec {
-        Spec::new("misbehave", "0.1.0", "Misbehaves on purpose")
+        Spec::new("misbehave", VERSION, "Misbehaves on purpose")
             .config(
                 ConfigDef::new("mode", ConfigType::String, "How to misbehave in poll.")
                     .allowed(MODES)
