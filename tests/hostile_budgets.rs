@@ -384,7 +384,7 @@ async fn plugins_spend_their_own_budgets_and_nothing_else() {
     );
     for name in ["spin", "stop-sleeper"] {
         // Another connector's status, asked for while the delete waits on the plugin: it is
-        // answered (after the delete, while the worker's connector lock is one; see SECURITY.md).
+        // answered: only the deleted connector's own actor waits on its plugin.
         let beside = tokio::spawn({
             let url = url.clone();
             async move {

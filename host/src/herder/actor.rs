@@ -28,6 +28,11 @@ use crate::worker::{
     split, stop_all,
 };
 
+/// A connector is split again on its own request at most this often; requests meanwhile are
+/// coalesced into the next split, so a plugin asking in a loop costs one split (and at most one
+/// restart of its tasks) per interval.
+pub(crate) const RESPLIT_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A reply to whoever asked.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, HerderError>>;
 
@@ -142,6 +147,7 @@ pub(crate) fn spawn(
         reconfigure: Arc::new(Notify::new()),
         split_failures: VecDeque::new(),
         retry_at: None,
+        resplit_allowed: tokio::time::Instant::now(),
         snapshot,
         control,
     };
@@ -180,6 +186,8 @@ struct Actor {
     split_failures: VecDeque<Instant>,
     /// When the failed split is tried again.
     retry_at: Option<tokio::time::Instant>,
+    /// The connector's next request for a split is acted on no sooner than this.
+    resplit_allowed: tokio::time::Instant,
     snapshot: Arc<Snapshot>,
     control: mpsc::UnboundedSender<Message>,
 }
@@ -189,6 +197,7 @@ impl Actor {
         loop {
             let reconfigure = Arc::clone(&self.reconfigure);
             let retry_at = self.retry_at;
+            let resplit_allowed = self.resplit_allowed;
             tokio::select! {
                 command = queue.recv() => {
                     let Some(command) = command else {
@@ -200,8 +209,10 @@ impl Actor {
                         return;
                     }
                 }
-                () = reconfigure.notified() => {
+                // Requests wait (a stored permit) until the interval since the last is over.
+                () = async { tokio::time::sleep_until(resplit_allowed).await; reconfigure.notified().await } => {
                     tracing::info!(connector = %self.name, "the connector asked for new task configs");
+                    self.resplit_allowed = tokio::time::Instant::now() + RESPLIT_MIN_INTERVAL;
                     self.resplit().await;
                 }
                 () = async { tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)).await }, if retry_at.is_some() => {

@@ -24,7 +24,7 @@
 //! - `write-to`: records for the topic `write.topic` (which the connector may not be granted).
 //! - `topic-per-record`: record n for topic `write.topic`-n.
 //! - `resplit-once`: every task config carries `generation`, the number of the connector
-//!   instance's `task-configs` call; a task of generation 1 asks for a reconfiguration from its
+//!   instance's `task-configs` call (other modes split the same way every time); a task of generation 1 asks for a reconfiguration from its
 //!   first `poll`, once. Records are `{"generation": n}`.
 //! - `split-fails`: `task-configs` fails retriably its first `fail.times` (default 2) calls on a
 //!   connector instance, then splits as usual.
@@ -152,7 +152,11 @@ impl Connector for Misbehave {
             }
         }
         let tasks: u32 = config.parse_or("tasks", 1)?;
-        let task = config.clone().with("generation", split.to_string());
+        // Only these modes vary their split: the others keep one, however often they are asked.
+        let task = match config.string_or("mode", "").as_str() {
+            "resplit-once" | "split-fails" => config.clone().with("generation", split.to_string()),
+            _ => config.clone(),
+        };
         Ok((0..tasks.min(max_tasks)).map(|_| task.clone()).collect())
     }
 }
