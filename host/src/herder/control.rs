@@ -1,8 +1,8 @@
 //! The control loop: one tokio task that takes the herder's requests and its actors' events as
 //! messages, in order. It owns which connectors exist (one actor each) and the stored configs
 //! and target states; it never waits on an actor, so a slow plugin holds up only its own
-//! connector's later requests. The exceptions are start-up, which waits for the stored
-//! connectors to come back before changes are taken, and shutdown.
+//! connector's later requests. The exception is shutdown, which waits for every actor to stop
+//! its tasks.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use crate::worker::{Shared, problems_message};
 
 /// What the control loop is told: requests (from the herder's API) and events (from actors).
 pub(crate) enum Message {
-    /// Load the plugins, watch the directory and restore the stored connectors.
+    /// The plugins are loaded: watch the directory and restore the stored connectors.
     Load {
         reply: oneshot::Sender<Result<(), String>>,
     },
@@ -80,7 +80,8 @@ pub(crate) struct ControlLoop {
     stored: BTreeMap<String, (Vec<(String, String)>, TargetState)>,
     /// Its own sender, for actors' events.
     messages: mpsc::UnboundedSender<Message>,
-    started: watch::Sender<bool>,
+    /// Set to true once the stored connectors are back (taken by the first `Load`).
+    started: Option<watch::Sender<bool>>,
     /// The plugin directory's watcher, and the task that turns its changes into messages.
     watcher: Vec<JoinHandle<()>>,
 }
@@ -101,7 +102,7 @@ impl ControlLoop {
             slots: BTreeMap::new(),
             stored: BTreeMap::new(),
             messages: messages.clone(),
-            started,
+            started: Some(started),
             watcher: Vec::new(),
         };
         tokio::spawn(control.run(inbox));
@@ -111,9 +112,7 @@ impl ControlLoop {
     async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<Message>) {
         while let Some(message) = inbox.recv().await {
             match message {
-                Message::Load { reply } => {
-                    let _ = reply.send(self.load().await);
-                }
+                Message::Load { reply } => self.load(reply),
                 Message::Create {
                     config,
                     target,
@@ -221,13 +220,12 @@ impl ControlLoop {
         );
     }
 
-    /// Load the plugins (each file concurrently, its `spec()` under its deadline), watch the
-    /// directory, and restore the stored connectors, all of them at once; done when each has
-    /// come back (running, or FAILED with the reason).
-    async fn load(&mut self) -> Result<(), String> {
+    /// With the plugins loaded: watch the directory, and restore the stored connectors, all of
+    /// them at once, each in its own actor. The worker is marked started (and `reply` answered)
+    /// once each has come back (running, or FAILED with the reason); the loop goes on taking
+    /// messages meanwhile, so a shutdown during start-up is not held up.
+    fn load(&mut self, reply: oneshot::Sender<Result<(), String>>) {
         let registry = &self.shared.registry;
-        let report = registry.scan().await?;
-        tracing::info!(plugins = registry.plugins().len(), skipped = report.failed.len(), dir = %registry.dir().display(), "plugins loaded");
         for old in self.watcher.drain(..) {
             old.abort();
         }
@@ -242,8 +240,15 @@ impl ControlLoop {
                 }
             }
         }));
+        let stored = match self.store.load() {
+            Ok(stored) => stored,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
         let mut restoring = Vec::new();
-        for (name, (pairs, target)) in self.store.load()? {
+        for (name, (pairs, target)) in stored {
             match ConnectorConfig::from_pairs(pairs.clone()) {
                 Ok(config) => {
                     let (reply, restored) = oneshot::channel();
@@ -256,9 +261,14 @@ impl ControlLoop {
                 }
             }
         }
-        futures::future::join_all(restoring).await;
-        self.started.send_replace(true);
-        Ok(())
+        let started = self.started.take();
+        tokio::spawn(async move {
+            futures::future::join_all(restoring).await;
+            if let Some(started) = started {
+                started.send_replace(true);
+            }
+            let _ = reply.send(Ok(()));
+        });
     }
 
     /// Stop every connector's tasks at once and wait for them; then flush the producer.

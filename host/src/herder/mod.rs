@@ -177,6 +177,10 @@ impl Herder {
     /// itself), watch the directory, and start the connectors an earlier run stored. Changes
     /// asked for meanwhile wait for it; reads answer at once.
     pub async fn load(&self) -> Result<(), String> {
+        // The scan runs here, not in the control loop, so a shutdown meanwhile is not held up.
+        let registry = &self.shared.registry;
+        let report = registry.scan().await?;
+        tracing::info!(plugins = registry.plugins().len(), skipped = report.failed.len(), dir = %registry.dir().display(), "plugins loaded");
         let (reply, loaded) = oneshot::channel();
         self.send(Message::Load { reply });
         loaded
