@@ -147,6 +147,16 @@ impl ClientContext for TracingContext {
 
 impl rdkafka::consumer::ConsumerContext for TracingContext {}
 
+/// Run `f`, a call that blocks (a synchronous commit, a metadata request), from async code: on
+/// a multi-threaded runtime the thread is handed over for the call (`block_in_place`), so
+/// other tasks move on to other threads instead of waiting behind it.
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -106,7 +106,8 @@ impl Plugin {
         check_header(bytes)?;
         let sha256 = sha256_hex(bytes);
         let (component, origin) = sandbox
-            .compile(bytes, &sha256)
+            .compile_blocking(bytes.into(), sha256.clone())
+            .await
             .map_err(|e| invalid_component(bytes, &e))?;
         let engine = sandbox.engine();
         let ty = component.component_type();

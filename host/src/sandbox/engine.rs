@@ -53,7 +53,7 @@ impl InstanceContext {
 pub struct Sandbox {
     engine: Engine,
     linker: Linker<HostState>,
-    cache: CompileCache,
+    cache: Arc<CompileCache>,
 }
 
 impl Sandbox {
@@ -95,7 +95,7 @@ impl Sandbox {
         Ok(Arc::new(Self {
             engine,
             linker,
-            cache,
+            cache: Arc::new(cache),
         }))
     }
 
@@ -109,9 +109,24 @@ impl Sandbox {
         &self.linker
     }
 
-    /// Compile `bytes` (or load them from the cache).
+    /// Compile `bytes` (or load them from the cache). Compiling takes seconds of CPU: from async
+    /// code, use [`Sandbox::compile_blocking`].
     pub fn compile(&self, bytes: &[u8], sha256: &str) -> wasmtime::Result<(Component, Origin)> {
         self.cache.load(&self.engine, bytes, sha256)
+    }
+
+    /// [`Sandbox::compile`] on a blocking thread, so an async worker thread (REST, task loops)
+    /// is not held for the seconds a compilation takes.
+    pub async fn compile_blocking(
+        &self,
+        bytes: std::sync::Arc<[u8]>,
+        sha256: String,
+    ) -> wasmtime::Result<(Component, Origin)> {
+        let engine = self.engine.clone();
+        let cache = Arc::clone(&self.cache);
+        tokio::task::spawn_blocking(move || cache.load(&engine, &bytes, &sha256))
+            .await
+            .map_err(|e| wasmtime::format_err!("the compilation did not finish: {e}"))?
     }
 
     /// How many components were compiled (not loaded from the cache) by this sandbox.

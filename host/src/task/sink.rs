@@ -731,7 +731,11 @@ impl SinkRunner {
         if tpl.count() == 0 {
             return Ok(());
         }
-        if let Err(e) = self.consumer.commit(&tpl, mode) {
+        let committed = match mode {
+            CommitMode::Sync => crate::kafka::blocking(|| self.consumer.commit(&tpl, mode)),
+            CommitMode::Async => self.consumer.commit(&tpl, mode),
+        };
+        if let Err(e) = committed {
             tracing::warn!(connector = %self.connector, task = self.task, "offset commit failed (the records will be delivered again): {e}");
         }
         Ok(())
