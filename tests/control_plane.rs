@@ -228,8 +228,23 @@ async fn connectors_are_split_again_when_they_ask_and_when_a_split_failed_retria
         2,
         "each retriable failure is logged once: {log}"
     );
-    let (_, log) = worker.stop();
-    assert!(log.contains("stopped."), "{log}");
+
+    // SIGTERM while a create is in its connector's actor (the plugin's `validate` sleeps): the
+    // worker still stops in order (the control loop keeps serving the actor's store while it
+    // waits for the actors to stop).
+    let slow = json!({"connector.class": "misbehave", "mode": "sleep", "sleep.in": "validate",
+        "sleep.ms": "3000", "topic": unique_topic("slow")});
+    let creating = tokio::spawn({
+        let url = url.clone();
+        async move { create(&url, "slow", slow).await }
+    });
+    worker.wait_for_log("sleeping in validate", Duration::from_secs(30));
+    let (status, log) = worker.stop();
+    assert!(
+        status.success() && log.contains("stopped."),
+        "an orderly exit ({status}): {log}"
+    );
+    let _ = creating.await;
 }
 
 /// Write `bytes` as `to` the way a deploy tool does: aside, then renamed in place.

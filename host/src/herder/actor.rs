@@ -206,6 +206,12 @@ impl Actor {
                         return;
                     };
                     if self.handle(command).await == Flow::Exit {
+                        // The connector is gone; until the control loop has heard (and drops
+                        // this queue's sender), commands that were already on their way find it
+                        // gone too.
+                        while let Some(late) = queue.recv().await {
+                            late.refuse(super::control::not_found(&self.name));
+                        }
                         return;
                     }
                 }
@@ -233,6 +239,10 @@ impl Actor {
                 let outcome = self.start(target, origin).await;
                 let failed = outcome.is_err();
                 if failed && origin == Origin::Created {
+                    // Tasks may have started before the config could be stored.
+                    stop_all(&mut self.tasks).await;
+                    self.shared.capacity.release(&self.name);
+                    self.snapshot.remove(&self.name);
                     // Nothing was created: the control loop forgets the name, then answers.
                     let _ = self.control.send(Message::Gone {
                         name: self.name.clone(),
@@ -350,6 +360,7 @@ impl Actor {
         if origin == Origin::Created {
             self.store().await?;
         }
+        // Published once stored: a connector that could not be stored was never created.
         self.publish();
         Ok(info_of(&self.name, &self.view()))
     }
@@ -387,8 +398,9 @@ impl Actor {
             Some(error) => self.split_failed(error),
             None => self.start_tasks(),
         }
-        self.store().await?;
+        // What runs is what reads show, stored or not.
         self.publish();
+        self.store().await?;
         Ok(info_of(&self.name, &self.view()))
     }
 
@@ -402,7 +414,7 @@ impl Actor {
             .find(&self.config.plugin, self.config.plugin_version.as_deref());
         let running = self.prepared.as_ref().map(|p| Arc::clone(&p.plugin));
         let new = match (found, running) {
-            (Some(new), Some(old)) if Arc::ptr_eq(&new, &old) => return,
+            (Some(new), Some(old)) if same_build(&new, &old) => return,
             (None, Some(old)) => {
                 tracing::warn!(connector = %self.name, "plugin {} {} left the plugin directory; the connector keeps running on the build it loaded until it is restarted", old.spec.name, old.spec.version);
                 return;
@@ -435,6 +447,10 @@ impl Actor {
                 self.shared.capacity.release(&self.name);
             }
             TargetState::Running | TargetState::Paused => {
+                if self.retrying.is_some() && self.retry_at.is_none() {
+                    // A split retry that came due while STOPPED is tried now.
+                    self.retry_at = Some(tokio::time::Instant::now());
+                }
                 if self.tasks.is_empty() {
                     self.start_tasks();
                 } else {
@@ -445,9 +461,8 @@ impl Actor {
                 }
             }
         }
-        self.store().await?;
         self.publish();
-        Ok(())
+        self.store().await
     }
 
     /// Restart the connector (re-check its config and re-split it with a new instance); with
@@ -463,8 +478,10 @@ impl Actor {
                 Ok((prepared, instance)) => {
                     // A new split that does not fit is refused; what runs keeps running.
                     self.admit(&prepared, self.target)?;
-                    let changed = self.prepared.as_ref().map(|p| &p.task_configs)
-                        != Some(&prepared.task_configs);
+                    let changed = self.prepared.as_ref().is_none_or(|p| {
+                        p.task_configs != prepared.task_configs
+                            || !same_build(&p.plugin, &prepared.plugin)
+                    });
                     self.prepared = Some(Arc::new(prepared));
                     self.instance = Some(std::sync::Mutex::new(instance));
                     self.failure = None;
@@ -489,6 +506,8 @@ impl Actor {
                     self.prepared = Some(Arc::new(*prepared));
                     self.instance = Some(std::sync::Mutex::new(*instance));
                     self.failure = None;
+                    // A restart asked for by the operator starts the retry budget afresh.
+                    self.split_failures.clear();
                     self.split_failed(error);
                 }
             }
@@ -565,6 +584,7 @@ impl Actor {
         match split(&self.name, &prepared, instance).await {
             Ok(configs) => {
                 let was_retrying = self.retrying.take().is_some();
+                self.retry_at = None;
                 self.split_failures.clear();
                 if configs == prepared.task_configs && !was_retrying {
                     tracing::info!(connector = %self.name, "the task configs are unchanged; the tasks keep running");
@@ -625,8 +645,11 @@ impl Actor {
         self.retry_at = Some(tokio::time::Instant::now() + delay);
     }
 
+    /// The connector is FAILED: it runs no tasks (the caller has stopped them) and claims no
+    /// capacity until restarted or given a new config.
     fn fail(&mut self, message: String) {
         tracing::error!(connector = %self.name, "connector failed: {message}");
+        self.shared.capacity.release(&self.name);
         self.failure = Some(message);
         self.retrying = None;
         self.retry_at = None;
@@ -719,6 +742,12 @@ impl Actor {
     fn publish(&self) {
         self.snapshot.publish(&self.name, self.view());
     }
+}
+
+/// Whether two loaded plugins are the same build: the same file with the same content (a file
+/// rescanned after a touch or an atomic copy of the same bytes is a new `Plugin` value).
+fn same_build(a: &crate::plugin::Plugin, b: &crate::plugin::Plugin) -> bool {
+    a.sha256 == b.sha256 && a.path == b.path
 }
 
 /// Stop every task but keep the handles, whose metrics the shutdown summary reads.

@@ -137,9 +137,27 @@ impl ControlLoop {
                     Some(slot) => {
                         let command = Command::Reconfigure { config, reply };
                         if let Err(refused) = slot.actor.commands.send(command) {
-                            refused.0.refuse(HerderError::Internal(
-                                "the connector's actor ended".into(),
-                            ));
+                            // Its actor ended without saying so (a worker bug): start afresh.
+                            let name = match refused.0 {
+                                Command::Reconfigure { config, reply } => {
+                                    let name = config.name.clone();
+                                    self.forget_dead(&name);
+                                    self.spawn_actor(
+                                        config,
+                                        TargetState::Running,
+                                        Origin::Created,
+                                        reply,
+                                    );
+                                    name
+                                }
+                                other => {
+                                    other.refuse(HerderError::Internal(
+                                        "the connector's actor ended".into(),
+                                    ));
+                                    continue;
+                                }
+                            };
+                            tracing::warn!(connector = %name, "the connector's actor had ended; it was started again");
                         }
                     }
                     None => self.spawn_actor(config, TargetState::Running, Origin::Created, reply),
@@ -149,46 +167,67 @@ impl ControlLoop {
                         let _ = slot.actor.commands.send(Command::PluginsChanged);
                     }
                 }
-                Message::Connector { name, command } => {
-                    let deleting = matches!(command, Command::Delete { .. });
-                    match self.slots.get_mut(&name) {
-                        Some(slot) => {
-                            slot.deleting |= deleting;
-                            if let Err(refused) = slot.actor.commands.send(command) {
-                                refused.0.refuse(not_found(&name));
-                            }
+                Message::Connector { name, command } => match self.slots.get_mut(&name) {
+                    // Once a delete is under way the connector is gone for every later command.
+                    Some(slot) if slot.deleting => command.refuse(not_found(&name)),
+                    Some(slot) => {
+                        slot.deleting = matches!(command, Command::Delete { .. });
+                        if let Err(refused) = slot.actor.commands.send(command) {
+                            refused.0.refuse(not_found(&name));
+                            self.forget_dead(&name);
                         }
-                        None => command.refuse(not_found(&name)),
                     }
-                }
+                    None => command.refuse(not_found(&name)),
+                },
                 Message::Shutdown { reply } => {
-                    let _ = reply.send(self.shutdown().await);
+                    let summary = self.shutdown(&mut inbox).await;
+                    let _ = reply.send(summary);
                     return;
                 }
-                Message::Store {
-                    name,
-                    pairs,
-                    target,
-                    done,
-                } => {
-                    self.stored.insert(name, (pairs, target));
-                    let _ = done.send(self.persist().await);
-                }
-                Message::Gone {
-                    name,
-                    persist,
-                    then,
-                } => {
-                    self.slots.remove(&name);
-                    let outcome = if persist && self.stored.remove(&name).is_some() {
-                        self.persist().await
-                    } else {
-                        Ok(())
-                    };
-                    then(outcome);
-                }
+                Message::Store { .. } | Message::Gone { .. } => self.event(message).await,
             }
         }
+    }
+
+    /// An actor's event.
+    async fn event(&mut self, message: Message) {
+        match message {
+            Message::Store {
+                name,
+                pairs,
+                target,
+                done,
+            } => {
+                self.stored.insert(name, (pairs, target));
+                let _ = done.send(self.persist().await);
+            }
+            Message::Gone {
+                name,
+                persist,
+                then,
+            } => {
+                self.slots.remove(&name);
+                // Whatever was stored for it goes (a create whose write failed left an entry).
+                let was_stored = self.stored.remove(&name).is_some();
+                let outcome = if persist || was_stored {
+                    self.persist().await
+                } else {
+                    Ok(())
+                };
+                then(outcome);
+            }
+            other => refuse_stopping(other),
+        }
+    }
+
+    /// Forget connector `name`, whose actor is gone without saying so (it can only have
+    /// panicked: a worker bug): its name is free again and its claim released. What was stored
+    /// stays, so a restart brings it back.
+    fn forget_dead(&mut self, name: &str) {
+        tracing::error!(connector = %name, "the connector's actor ended unexpectedly; the connector is forgotten until the worker restarts");
+        self.slots.remove(name);
+        self.snapshot.remove(name);
+        self.shared.capacity.release(name);
     }
 
     /// Start connector `config.name`'s actor and ask it to start the connector.
@@ -257,7 +296,9 @@ impl ControlLoop {
                     restoring.push(restored);
                 }
                 Err(problems) => {
-                    tracing::error!(connector = %name, "stored config is invalid: {}", problems_message(&name, &problems))
+                    tracing::error!(connector = %name, "stored config is invalid: {}; it is kept in the file until a new config for {name} replaces it", problems_message(&name, &problems));
+                    // Kept, so the next write of the file does not lose it.
+                    self.stored.insert(name, (pairs, target));
                 }
             }
         }
@@ -271,8 +312,13 @@ impl ControlLoop {
         });
     }
 
-    /// Stop every connector's tasks at once and wait for them; then flush the producer.
-    async fn shutdown(&mut self) -> Vec<(String, u64, usize)> {
+    /// Stop every connector's tasks at once and wait for them; then flush the producer. Actors'
+    /// events are still served meanwhile (an actor may be storing a change when the shutdown
+    /// comes); new requests are refused.
+    async fn shutdown(
+        &mut self,
+        inbox: &mut mpsc::UnboundedReceiver<Message>,
+    ) -> Vec<(String, u64, usize)> {
         let mut stopping = Vec::new();
         for (name, slot) in &self.slots {
             let (reply, stopped) = oneshot::channel();
@@ -282,14 +328,21 @@ impl ControlLoop {
                 .send(Command::Shutdown { reply })
                 .is_ok()
             {
-                stopping.push((name.clone(), stopped));
+                let name = name.clone();
+                stopping.push(async move {
+                    let (done, failed) = stopped.await.unwrap_or((0, 0));
+                    (name, done, failed)
+                });
             }
         }
-        let mut summary = Vec::new();
-        for (name, stopped) in stopping {
-            let (done, failed) = stopped.await.unwrap_or((0, 0));
-            summary.push((name, done, failed));
-        }
+        let all = futures::future::join_all(stopping);
+        tokio::pin!(all);
+        let summary = loop {
+            tokio::select! {
+                summary = &mut all => break summary,
+                Some(message) = inbox.recv() => self.event(message).await,
+            }
+        };
         for watcher in self.watcher.drain(..) {
             watcher.abort();
         }
@@ -312,6 +365,28 @@ impl ControlLoop {
         .await
         .map_err(|e| HerderError::Internal(e.to_string()))?
         .map_err(HerderError::Internal)
+    }
+}
+
+/// Answer a request that comes while the worker stops.
+fn refuse_stopping(message: Message) {
+    let stopping = || HerderError::Internal("the worker is stopping".into());
+    match message {
+        Message::Load { reply } => {
+            let _ = reply.send(Err("the worker is stopping".into()));
+        }
+        Message::Create { reply, .. } | Message::PutConfig { reply, .. } => {
+            let _ = reply.send(Err(stopping()));
+        }
+        Message::Connector { command, .. } => command.refuse(stopping()),
+        Message::Shutdown { reply } => {
+            let _ = reply.send(Vec::new());
+        }
+        Message::Store { done, .. } => {
+            let _ = done.send(Err(stopping()));
+        }
+        Message::Gone { then, .. } => then(Ok(())),
+        Message::PluginsChanged => {}
     }
 }
 

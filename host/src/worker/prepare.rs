@@ -293,8 +293,9 @@ pub(crate) async fn split(
     Ok(configs)
 }
 
-/// Every problem with `config`, for `validate`: the worker's checks, the plugin's own, and
-/// a split that fails.
+/// Every problem with `config`, for `validate`: the worker's checks, the plugin's own, and a
+/// split that fails for good. A split that fails retriably is no problem with the config (a
+/// create accepts it and retries), so the prepared connector comes back without task configs.
 pub(crate) async fn problems(
     shared: &Shared,
     config: &ConnectorConfig,
@@ -302,7 +303,7 @@ pub(crate) async fn problems(
     match prepare(shared, config, Arc::new(Notify::new())).await {
         Ok((prepared, _)) => Ok(prepared),
         Err(NotPrepared::Invalid(problems)) => Err(problems),
-        Err(NotPrepared::Retry { error, .. }) => Err(vec![Problem::new("", error)]),
+        Err(NotPrepared::Retry { prepared, .. }) => Ok(*prepared),
     }
 }
 

@@ -165,6 +165,7 @@ impl Connector for Misbehave {
 fn sleep_if(config: &Config, call: &str) {
     if config.string_or("mode", "") == "sleep" && config.string_or("sleep.in", "poll") == call {
         let ms: u64 = config.parse_or("sleep.ms", 1000).unwrap_or(1000);
+        eprintln!("sleeping in {call} for {ms} ms");
         std::thread::sleep(std::time::Duration::from_millis(ms));
     }
 }
