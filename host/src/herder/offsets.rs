@@ -1,22 +1,16 @@
 //! Connector offsets over REST (KIP-875): read them (from the snapshot, at once), and, while the
 //! connector is STOPPED, alter or reset them (in the connector's actor, so a resume of the same
-//! connector is handled before or after, never in between). Source offsets live in the worker's offset store; sink offsets are the
-//! consumer group `connect-<name>`'s committed offsets, in Kafka Connect's
-//! `kafka_topic` / `kafka_partition` / `kafka_offset` form.
+//! connector is handled before or after, never in between). Source offsets live in the
+//! worker's offset store; sink offsets are the consumer group `connect-<name>`'s committed
+//! offsets (`kafka::group_offsets`), in Kafka Connect's `kafka_topic` / `kafka_partition` /
+//! `kafka_offset` form.
 
-use std::time::Duration;
-
-use rdkafka::admin::{AdminClient, AdminOptions};
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::{Offset, TopicPartitionList};
 use serde_json::{Value, json};
 
 use super::view::ConnectorView;
 use super::{Herder, HerderError, Shared};
-use crate::kafka::TracingContext;
+use crate::kafka::group_offsets::{self, group_of};
 use crate::plugin::World;
-
-const TIMEOUT: Duration = Duration::from_secs(15);
 
 impl Herder {
     /// `GET /connectors/{name}/offsets`.
@@ -31,20 +25,22 @@ impl Herder {
                 .into_iter()
                 .map(|(partition, offset)| json!({"partition": partition, "offset": offset}))
                 .collect(),
-            World::Sink => {
-                let consumer = group_client(&self.shared, name)?;
-                tokio::task::spawn_blocking(move || committed(&consumer, &topics))
-                    .await
-                    .map_err(|e| HerderError::Internal(e.to_string()))??
-                    .into_iter()
-                    .map(|(topic, partition, offset)| {
-                        json!({
-                            "partition": {"kafka_topic": topic, "kafka_partition": partition},
-                            "offset": {"kafka_offset": offset}
-                        })
-                    })
-                    .collect()
-            }
+            World::Sink => group_offsets::committed(
+                &self.shared.bootstrap,
+                &self.shared.config.consumer,
+                &group_of(name),
+                topics,
+            )
+            .await
+            .map_err(HerderError::Internal)?
+            .into_iter()
+            .map(|(topic, partition, offset)| {
+                json!({
+                    "partition": {"kafka_topic": topic, "kafka_partition": partition},
+                    "offset": {"kafka_offset": offset}
+                })
+            })
+            .collect(),
         };
         Ok(json!({ "offsets": offsets }))
     }
@@ -95,28 +91,30 @@ pub(crate) async fn alter(
                 .map_err(HerderError::Internal)?;
         }
         World::Sink => {
-            let mut tpl = TopicPartitionList::new();
+            let mut offsets = Vec::new();
             for e in entries {
                 let topic = e["partition"]["kafka_topic"].as_str();
-                let partition = e["partition"]["kafka_partition"].as_i64();
+                let partition = e["partition"]["kafka_partition"]
+                    .as_i64()
+                    .and_then(|p| i32::try_from(p).ok());
                 let offset = e["offset"]["kafka_offset"].as_i64();
                 match (topic, partition, offset) {
-                    (Some(t), Some(p), Some(o)) if o >= 0 => {
-                        tpl.add_partition_offset(t, p as i32, Offset::Offset(o))
-                            .map_err(|e| HerderError::BadRequest(e.to_string()))?;
-                    }
+                    (Some(t), Some(p), Some(o)) if o >= 0 => offsets.push((t.to_owned(), p, o)),
                     _ => {
                         return Err(HerderError::BadRequest(
-                                "sink offsets look like {\"partition\": {\"kafka_topic\": \"t\", \"kafka_partition\": 0}, \"offset\": {\"kafka_offset\": 42}}".into(),
-                            ));
+                            "sink offsets look like {\"partition\": {\"kafka_topic\": \"t\", \"kafka_partition\": 0}, \"offset\": {\"kafka_offset\": 42}}".into(),
+                        ));
                     }
                 }
             }
-            let consumer = group_client(shared, name)?;
-            tokio::task::spawn_blocking(move || consumer.commit(&tpl, CommitMode::Sync))
-                .await
-                .map_err(|e| HerderError::Internal(e.to_string()))?
-                .map_err(|e| HerderError::Internal(format!("cannot commit the offsets: {e}")))?;
+            group_offsets::commit(
+                &shared.bootstrap,
+                &shared.config.consumer,
+                &group_of(name),
+                &offsets,
+            )
+            .await
+            .map_err(HerderError::Internal)?;
         }
     }
     Ok(json!({"message": "The offsets for this connector have been altered successfully"}))
@@ -132,29 +130,9 @@ pub(crate) async fn reset(
     match kind {
         World::Source => shared.offsets.reset(name).map_err(HerderError::Internal)?,
         World::Sink => {
-            let mut config = crate::kafka::base_config(&shared.bootstrap, "wasm-connect-admin");
-            crate::kafka::apply(&mut config, &shared.config.admin);
-            let admin: AdminClient<TracingContext> = config
-                .create_with_context(TracingContext)
-                .map_err(|e| HerderError::Internal(e.to_string()))?;
-            let group = format!("connect-{name}");
-            let results = admin
-                .delete_groups(
-                    &[group.as_str()],
-                    &AdminOptions::new().operation_timeout(Some(TIMEOUT)),
-                )
+            group_offsets::delete_group(&shared.bootstrap, &shared.config.admin, &group_of(name))
                 .await
-                .map_err(|e| HerderError::Internal(format!("cannot delete group {group}: {e}")))?;
-            for r in results {
-                match r {
-                    Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::GroupIdNotFound)) => {}
-                    Err((_, code)) => {
-                        return Err(HerderError::Internal(format!(
-                            "cannot delete group {group}: {code}"
-                        )));
-                    }
-                }
-            }
+                .map_err(HerderError::Internal)?
         }
     }
     Ok(json!({"message": "The offsets for this connector have been reset successfully"}))
@@ -179,47 +157,4 @@ fn kind_and_topics(name: &str, view: &ConnectorView) -> Result<(World, Vec<Strin
         }
     }
     Ok((kind, topics))
-}
-
-fn group_client(shared: &Shared, name: &str) -> Result<BaseConsumer<TracingContext>, HerderError> {
-    let mut config = crate::kafka::base_config(&shared.bootstrap, "wasm-connect-offsets");
-    config
-        .set("group.id", format!("connect-{name}"))
-        .set("enable.auto.commit", "false");
-    crate::kafka::apply(&mut config, &shared.config.consumer);
-    config
-        .create_with_context(TracingContext)
-        .map_err(|e| HerderError::Internal(format!("cannot create a Kafka client: {e}")))
-}
-
-/// The group's committed offsets for every partition of `topics`.
-fn committed(
-    consumer: &BaseConsumer<TracingContext>,
-    topics: &[String],
-) -> Result<Vec<(String, i32, i64)>, HerderError> {
-    let mut tpl = TopicPartitionList::new();
-    for topic in topics {
-        let metadata = consumer
-            .fetch_metadata(Some(topic), TIMEOUT)
-            .map_err(|e| HerderError::Internal(format!("cannot read metadata of {topic}: {e}")))?;
-        for t in metadata.topics() {
-            for p in t.partitions() {
-                tpl.add_partition(t.name(), p.id());
-            }
-        }
-    }
-    if tpl.count() == 0 {
-        return Ok(Vec::new());
-    }
-    let committed = consumer
-        .committed_offsets(tpl, TIMEOUT)
-        .map_err(|e| HerderError::Internal(format!("cannot read committed offsets: {e}")))?;
-    Ok(committed
-        .elements()
-        .iter()
-        .filter_map(|e| match e.offset() {
-            Offset::Offset(o) => Some((e.topic().to_owned(), e.partition(), o)),
-            _ => None,
-        })
-        .collect())
 }

@@ -4,6 +4,7 @@
 pub mod consumer;
 pub mod delivery;
 pub mod fetch_queues;
+pub mod group_offsets;
 pub mod headers;
 pub mod health;
 pub mod producer;
