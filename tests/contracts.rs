@@ -1,7 +1,7 @@
-//! Contract versions, end to end against the real broker: plugins built for contract 0.1.0
-//! (`tests/fixtures/contract-0.1.0/`, built by the last 0.1.0 SDK) still load and move data,
-//! and every field of a record, in every case, crosses 0.2.0's packed batches intact in both
-//! directions.
+//! Contract versions, end to end against the real broker: plugins built for each earlier
+//! contract (`tests/fixtures/contract-<version>/`, built by the SDK of that version) still load
+//! and move data, and every field of a record, in every case, crosses 0.2.0's packed batches
+//! intact in both directions.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -16,12 +16,12 @@ use wasm_connect_tests::rest::{block, create, task_status};
 use wasm_connect_tests::worker::{Worker, eventually, lines};
 use wasm_connect_tests::{load, plugin_file, plugins_with, repo_root, sandbox};
 
-/// A plugin directory under `dir` with the prebuilt contract 0.1.0 plugins.
-fn contract_0_1_0_plugins(dir: &Path) -> PathBuf {
-    let plugins = dir.join("plugins-0.1.0");
+/// A plugin directory under `dir` with the prebuilt plugins of contract `version`.
+fn fixture_plugins(dir: &Path, version: &str) -> PathBuf {
+    let plugins = dir.join(format!("plugins-{version}"));
     std::fs::create_dir_all(&plugins).unwrap();
     for name in ["datagen", "file-sink"] {
-        let file = repo_root().join(format!("tests/fixtures/contract-0.1.0/{name}.wasm"));
+        let file = repo_root().join(format!("tests/fixtures/contract-{version}/{name}.wasm"));
         std::fs::copy(&file, plugins.join(format!("{name}.wasm")))
             .unwrap_or_else(|e| panic!("copy {}: {e}", file.display()));
     }
@@ -43,31 +43,44 @@ fn start_worker(dir: &Path, plugins: &Path) -> (Worker, String, PathBuf) {
 }
 
 #[tokio::test]
-async fn plugins_of_both_contract_versions_load() {
+async fn plugins_of_every_contract_version_load() {
     let sandbox = sandbox();
     let dir = tempfile::tempdir().unwrap();
-    let old = contract_0_1_0_plugins(dir.path());
     for (name, world) in [("datagen", World::Source), ("file-sink", World::Sink)] {
-        let plugin = load(&sandbox, &old.join(format!("{name}.wasm"))).await;
-        assert_eq!(
-            (plugin.contract.to_string(), plugin.world),
-            ("0.1.0".to_owned(), world)
-        );
         let current = load(&sandbox, &plugin_file(name)).await;
         assert_eq!(
             (current.contract.to_string(), current.world),
             ("0.2.0".to_owned(), world)
         );
-        assert_eq!(plugin.spec.name, current.spec.name);
+        for version in ["0.1.0", "0.2.0"] {
+            let fixtures = fixture_plugins(dir.path(), version);
+            let plugin = load(&sandbox, &fixtures.join(format!("{name}.wasm"))).await;
+            assert_eq!(
+                (plugin.contract.to_string(), plugin.world),
+                (version.to_owned(), world)
+            );
+            assert_eq!(plugin.spec.name, current.spec.name);
+        }
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pipeline_of_contract_0_1_0_plugins_moves_every_record() {
+    pipeline_of_fixtures("0.1.0").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pipeline_of_contract_0_2_0_plugins_moves_every_record() {
+    pipeline_of_fixtures("0.2.0").await;
+}
+
+/// `datagen` into Kafka and `file-sink` out of it, both the fixtures of contract `version`:
+/// every record arrives once.
+async fn pipeline_of_fixtures(version: &str) {
     const COUNT: usize = 2000;
     let dir = tempfile::tempdir().unwrap();
-    let plugins = contract_0_1_0_plugins(dir.path());
-    let topic = unique_topic("contract-0-1-0");
+    let plugins = fixture_plugins(dir.path(), version);
+    let topic = unique_topic(&format!("contract-{}", version.replace('.', "-")));
     create_topic(&topic, 2).await;
     let (worker, url, out) = start_worker(dir.path(), &plugins);
     let source = json!({"connector.class": "datagen", "topic": topic, "count": COUNT.to_string(),
