@@ -465,8 +465,9 @@ impl Herder {
     }
 
     fn send(&self, message: Message) {
-        // The loop lives as long as the herder's sender, until shutdown; a message after that
-        // is dropped and its reply reports that the worker is stopping.
+        // The loop runs until shutdown (it holds a sender of its own, so dropping the herder
+        // does not end it); a message after shutdown is dropped and its reply reports that the
+        // worker is stopping.
         let _ = self.control.send(message);
     }
 
