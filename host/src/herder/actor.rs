@@ -240,9 +240,7 @@ impl Actor {
                 let failed = outcome.is_err();
                 if failed && origin == Origin::Created {
                     // Tasks may have started before the config could be stored.
-                    stop_all(&mut self.tasks).await;
-                    self.shared.capacity.release(&self.name);
-                    self.snapshot.remove(&self.name);
+                    self.retire().await;
                     // Nothing was created: the control loop forgets the name, then answers.
                     let _ = self.control.send(Message::Gone {
                         name: self.name.clone(),
@@ -273,26 +271,23 @@ impl Actor {
                 let _ = reply.send(self.restart_task(id).await);
             }
             Command::AlterOffsets { body, reply } => {
-                let outcome = match self.require_stopped() {
-                    Ok(()) => offsets::alter(&self.shared, &self.name, &self.view(), &body).await,
-                    Err(e) => Err(e),
+                let outcome = async {
+                    self.require_stopped()?;
+                    offsets::alter(&self.shared, &self.name, &self.view(), &body).await
                 };
-                let _ = reply.send(outcome);
+                let _ = reply.send(outcome.await);
             }
             Command::ResetOffsets { reply } => {
-                let outcome = match self.require_stopped() {
-                    Ok(()) => offsets::reset(&self.shared, &self.name, &self.view()).await,
-                    Err(e) => Err(e),
+                let outcome = async {
+                    self.require_stopped()?;
+                    offsets::reset(&self.shared, &self.name, &self.view()).await
                 };
-                let _ = reply.send(outcome);
+                let _ = reply.send(outcome.await);
             }
             Command::PluginsChanged => self.follow_plugin().await,
             Command::Delete { reply } => {
                 tracing::info!(connector = %self.name, "deleting connector {}: stopping its tasks", self.name);
-                stop_all(&mut self.tasks).await;
-                self.instance = None;
-                self.shared.capacity.release(&self.name);
-                self.snapshot.remove(&self.name);
+                self.retire().await;
                 let _ = self.control.send(Message::Gone {
                     name: self.name.clone(),
                     persist: true,
@@ -303,20 +298,29 @@ impl Actor {
                 return Flow::Exit;
             }
             Command::Shutdown { reply } => {
-                stop_all_keeping_metrics(&mut self.tasks).await;
-                let done = self.tasks.iter().map(|t| t.metrics.done()).sum();
-                let failed = self
-                    .tasks
+                // Read once the tasks have stopped: their final counts and states.
+                let metrics: Vec<_> = self.tasks.iter().map(|t| Arc::clone(&t.metrics)).collect();
+                stop_all(&mut self.tasks).await;
+                let done = metrics.iter().map(|m| m.done()).sum();
+                let failed = metrics
                     .iter()
-                    .filter(|t| matches!(t.metrics.state(), TaskState::Failed(_)))
+                    .filter(|m| matches!(m.state(), TaskState::Failed(_)))
                     .count()
                     + usize::from(self.failure.is_some());
-                self.tasks.clear();
                 let _ = reply.send((done, failed));
                 return Flow::Exit;
             }
         }
         Flow::Continue
+    }
+
+    /// The connector is going away (deleted, or never created): stop its tasks, drop its
+    /// instance, release its claim and withdraw its view.
+    async fn retire(&mut self) {
+        stop_all(&mut self.tasks).await;
+        self.instance = None;
+        self.shared.capacity.release(&self.name);
+        self.snapshot.remove(&self.name);
     }
 
     /// Prepare the connector from its config and start it per `target`.
@@ -748,12 +752,4 @@ impl Actor {
 /// rescanned after a touch or an atomic copy of the same bytes is a new `Plugin` value).
 fn same_build(a: &crate::plugin::Plugin, b: &crate::plugin::Plugin) -> bool {
     a.sha256 == b.sha256 && a.path == b.path
-}
-
-/// Stop every task but keep the handles, whose metrics the shutdown summary reads.
-async fn stop_all_keeping_metrics(tasks: &mut [TaskHandle]) {
-    for task in tasks.iter() {
-        let _ = task.control.send(Control::Stop);
-    }
-    futures::future::join_all(tasks.iter_mut().map(TaskHandle::stop)).await;
 }

@@ -36,9 +36,13 @@ pub(crate) struct Prepared {
     pub reconfigure: Arc<Notify>,
 }
 
-/// The problems with `config` that need no plugin instance: unknown plugin, the plugin's key
+/// The problems with `config` that need no plugin instance (or the connector, not yet split): unknown plugin, the plugin's key
 /// definitions, grants, limits, converters, the sink subscription.
-pub(crate) fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked, Vec<Problem>> {
+fn check(
+    shared: &Shared,
+    config: &ConnectorConfig,
+    reconfigure: Arc<Notify>,
+) -> Result<Prepared, Vec<Problem>> {
     let registry = &shared.registry;
     let plugin = registry
         .find(&config.plugin, config.plugin_version.as_deref())
@@ -147,30 +151,20 @@ pub(crate) fn check(shared: &Shared, config: &ConnectorConfig) -> Result<Checked
     if !problems.is_empty() {
         return Err(problems);
     }
-    Ok(Checked {
+    Ok(Prepared {
         plugin,
         pairs,
+        tasks_max: config.tasks_max,
         grants,
         limits,
         key_converter,
         value_converter,
+        task_configs: Vec::new(),
         restart,
         settings,
         errors: Arc::new(errors),
+        reconfigure,
     })
-}
-
-/// A connector config that passed [`check`].
-pub(crate) struct Checked {
-    plugin: Arc<Plugin>,
-    pairs: Vec<(String, String)>,
-    grants: Grants,
-    limits: Limits,
-    key_converter: Converter,
-    value_converter: Converter,
-    restart: RestartPolicy,
-    settings: RunnerSettings,
-    errors: Arc<ErrorPolicy>,
 }
 
 /// The connector instance's context (also the base of its tasks' contexts).
@@ -213,18 +207,14 @@ pub(crate) async fn prepare(
     config: &ConnectorConfig,
     reconfigure: Arc<Notify>,
 ) -> Result<(Prepared, ConnectorInstance), NotPrepared> {
-    let Checked {
-        plugin,
-        pairs,
-        grants,
-        limits,
-        key_converter,
-        value_converter,
-        restart,
-        settings,
-        errors,
-    } = check(shared, config).map_err(NotPrepared::Invalid)?;
-    let ctx = connector_context(&config.name, &grants, limits, &reconfigure);
+    let mut prepared = check(shared, config, reconfigure).map_err(NotPrepared::Invalid)?;
+    let plugin = &prepared.plugin;
+    let ctx = connector_context(
+        &config.name,
+        &prepared.grants,
+        prepared.limits,
+        &prepared.reconfigure,
+    );
     let instance_error = |e: String| NotPrepared::Invalid(vec![Problem::new("", e)]);
     let mut instance = ConnectorInstance::new(
         &shared.sandbox,
@@ -241,7 +231,7 @@ pub(crate) async fn prepare(
         ))
     })?;
     let invalid = instance
-        .validate(&pairs)
+        .validate(&prepared.pairs)
         .await
         .map_err(|e| instance_error(e.to_string()))?;
     if !invalid.is_empty() {
@@ -252,20 +242,6 @@ pub(crate) async fn prepare(
                 .collect(),
         ));
     }
-    let mut prepared = Prepared {
-        plugin,
-        pairs,
-        tasks_max: config.tasks_max,
-        grants,
-        limits,
-        key_converter,
-        value_converter,
-        task_configs: Vec::new(),
-        restart,
-        settings,
-        errors,
-        reconfigure,
-    };
     match split(&config.name, &prepared, &mut instance).await {
         Ok(configs) => {
             prepared.task_configs = configs;
