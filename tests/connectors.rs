@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use wasm_connect::sandbox::bindings::types::{Data, PluginError, SinkRecord, TopicPartitionOffset};
+use wasm_connect::sandbox::wit::types::{Data, PluginError, SinkRecord, TopicPartitionOffset};
 use wasm_connect::sandbox::{
     CallError, ConnectorInstance, Grants, InstanceContext, OffsetReader, PutBatch, Sandbox,
     SinkTaskInstance, SourceTaskInstance, Tags,
@@ -32,9 +32,10 @@ fn context(connector_config: &[(String, String)], task: Option<u32>) -> Instance
     ctx
 }
 
+/// A connector instance of `plugin`, created with `cfg`.
 async fn connector(sandbox: &Sandbox, plugin: &str, cfg: &[(String, String)]) -> ConnectorInstance {
     let plugin = load(sandbox, &plugin_file(plugin)).await;
-    ConnectorInstance::new(
+    let mut instance = ConnectorInstance::new(
         sandbox,
         &plugin.component,
         plugin.world,
@@ -42,7 +43,9 @@ async fn connector(sandbox: &Sandbox, plugin: &str, cfg: &[(String, String)]) ->
         &context(cfg, None),
     )
     .await
-    .unwrap()
+    .unwrap();
+    instance.create(&cfg.to_vec()).await.unwrap();
+    instance
 }
 
 async fn source_task(
@@ -98,7 +101,7 @@ async fn file_source_splits_five_files_over_three_tasks_as_2_2_1() {
         ("sandbox.fs.read", dir.path().display().to_string()),
     ]);
     let mut instance = connector(&sandbox, "file-source", &cfg).await;
-    let tasks = instance.task_configs(&cfg, 3).await.unwrap();
+    let tasks = instance.task_configs(3).await.unwrap();
     let split: Vec<Vec<String>> = tasks.iter().map(|t| task_files(t)).collect();
     assert_eq!(
         split.iter().map(Vec::len).collect::<Vec<_>>(),
@@ -119,7 +122,7 @@ async fn file_source_runs_fewer_tasks_when_work_does_not_split_further() {
         ("sandbox.fs.read", dir.path().display().to_string()),
     ]);
     let mut instance = connector(&sandbox, "file-source", &cfg).await;
-    let tasks = instance.task_configs(&cfg, 10).await.unwrap();
+    let tasks = instance.task_configs(10).await.unwrap();
     assert_eq!(tasks.len(), 3);
     let all: Vec<String> = tasks.iter().flat_map(|t| task_files(t)).collect();
     assert_eq!(all, paths);
@@ -130,7 +133,7 @@ async fn datagen_splits_into_tasks_max_tasks() {
     let sandbox = sandbox();
     let cfg = config(&[("topic", "t"), ("count", "10")]);
     let mut instance = connector(&sandbox, "datagen", &cfg).await;
-    let tasks = instance.task_configs(&cfg, 4).await.unwrap();
+    let tasks = instance.task_configs(4).await.unwrap();
     assert_eq!(tasks.len(), 4);
     let indexes: Vec<&str> = tasks
         .iter()
@@ -153,7 +156,8 @@ async fn the_host_refuses_more_task_configs_than_tasks_max() {
     )
     .await
     .unwrap();
-    let err = instance.task_configs(&cfg, 2).await.unwrap_err();
+    instance.create(&cfg).await.unwrap();
+    let err = instance.task_configs(2).await.unwrap_err();
     assert!(matches!(err, CallError::Contract { .. }), "{err:?}");
     let message = err.to_string();
     assert!(
@@ -368,7 +372,7 @@ async fn datagen_is_deterministic_keyed_and_resumes_from_its_offset() {
         ("value.size", "80"),
     ]);
     let mut instance = connector(&sandbox, "datagen", &base).await;
-    let tasks = instance.task_configs(&base, 2).await.unwrap();
+    let tasks = instance.task_configs(2).await.unwrap();
 
     let mut keys = Vec::new();
     let mut first_values = Vec::new();

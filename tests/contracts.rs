@@ -1,7 +1,7 @@
 //! Contract versions, end to end against the real broker: plugins built for each earlier
 //! contract (`tests/fixtures/contract-<version>/`, built by the SDK of that version) still load
-//! and move data, and every field of a record, in every case, crosses 0.2.0's packed batches
-//! intact in both directions.
+//! and move data, and every field of a record, in every case, crosses the packed batches (0.2.0
+//! on) intact in both directions.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -50,7 +50,7 @@ async fn plugins_of_every_contract_version_load() {
         let current = load(&sandbox, &plugin_file(name)).await;
         assert_eq!(
             (current.contract.to_string(), current.world),
-            ("0.2.0".to_owned(), world)
+            ("0.3.0".to_owned(), world)
         );
         for version in ["0.1.0", "0.2.0"] {
             let fixtures = fixture_plugins(dir.path(), version);

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use wasm_connect::plugin::Plugin;
-use wasm_connect::sandbox::bindings::types::{Data, SinkRecord};
+use wasm_connect::sandbox::wit::types::{Data, SinkRecord};
 use wasm_connect::sandbox::{
     InstanceContext, Limits, PutBatch, Sandbox, SinkTaskInstance, SourceTaskInstance,
 };

@@ -27,11 +27,6 @@ pub struct TaskCell<T>(RefCell<T>);
 
 type WitResult<T> = Result<T, wit::PluginError>;
 
-fn task_configs<C: Connector>(config: wit::Config, max_tasks: u32) -> WitResult<Vec<wit::Config>> {
-    let configs = C::task_configs(&Config::from(config), max_tasks)?;
-    Ok(configs.into_iter().map(Into::into).collect())
-}
-
 fn validate<C: Connector>(config: wit::Config) -> Vec<wit::ConfigError> {
     C::validate(&Config::from(config))
         .into_iter()
@@ -39,31 +34,94 @@ fn validate<C: Connector>(config: wit::Config) -> Vec<wit::ConfigError> {
         .collect()
 }
 
-impl<C: SourceConnector> source::exports::wasm_connect::plugin::connector::Guest
-    for SourcePlugin<C>
-{
-    fn spec() -> wit::ConnectorSpec {
-        C::spec().into_wit(wit::ConnectorKind::Source)
+/// A running connector and the config it was created with.
+pub struct ConnectorCell<C> {
+    connector: RefCell<C>,
+    config: Config,
+}
+
+impl<C: Connector> ConnectorCell<C> {
+    fn create(config: wit::Config) -> WitResult<Self> {
+        let config = Config::from(config);
+        let connector = C::create(&config)?;
+        Ok(Self {
+            connector: RefCell::new(connector),
+            config,
+        })
     }
-    fn validate(config: wit::Config) -> Vec<wit::ConfigError> {
-        validate::<C>(config)
+
+    fn task_configs(&self, max_tasks: u32) -> WitResult<Vec<wit::Config>> {
+        let configs = self
+            .connector
+            .borrow_mut()
+            .task_configs(&self.config, max_tasks)?;
+        Ok(configs.into_iter().map(Into::into).collect())
     }
-    fn task_configs(config: wit::Config, max_tasks: u32) -> WitResult<Vec<wit::Config>> {
-        task_configs::<C>(config, max_tasks)
+
+    fn monitor(&self) -> WitResult<(bool, Option<u32>)> {
+        let report = self.connector.borrow_mut().monitor()?;
+        let next = report
+            .next_call
+            .map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX));
+        Ok((report.reconfigure, next))
+    }
+
+    fn stop(&self) {
+        self.connector.borrow_mut().stop();
     }
 }
 
-impl<C: SinkConnector> sink::exports::wasm_connect::plugin::connector::Guest for SinkPlugin<C> {
-    fn spec() -> wit::ConnectorSpec {
-        C::spec().into_wit(wit::ConnectorKind::Sink)
-    }
-    fn validate(config: wit::Config) -> Vec<wit::ConfigError> {
-        validate::<C>(config)
-    }
-    fn task_configs(config: wit::Config, max_tasks: u32) -> WitResult<Vec<wit::Config>> {
-        task_configs::<C>(config, max_tasks)
-    }
+/// The `connector` interface of world `$world` (`source` or `sink`) for plugin type `$plugin`
+/// with bound `$bound`: the same code for both worlds, whose bindings have their own types.
+macro_rules! connector_exports {
+    ($world:ident, $plugin:ident, $bound:ident, $kind:ident) => {
+        impl<C: $bound> $world::exports::wasm_connect::plugin::connector::Guest for $plugin<C> {
+            type ConnectorInstance = ConnectorCell<C>;
+
+            fn spec() -> wit::ConnectorSpec {
+                C::spec().into_wit(wit::ConnectorKind::$kind)
+            }
+            fn validate(config: wit::Config) -> Vec<wit::ConfigError> {
+                validate::<C>(config)
+            }
+        }
+
+        impl<C: $bound> $world::exports::wasm_connect::plugin::connector::GuestConnectorInstance
+            for ConnectorCell<C>
+        {
+            fn create(
+                config: wit::Config,
+            ) -> WitResult<$world::exports::wasm_connect::plugin::connector::ConnectorInstance>
+            {
+                Ok(
+                    $world::exports::wasm_connect::plugin::connector::ConnectorInstance::new(
+                        ConnectorCell::<C>::create(config)?,
+                    ),
+                )
+            }
+            fn task_configs(&self, max_tasks: u32) -> WitResult<Vec<wit::Config>> {
+                ConnectorCell::task_configs(self, max_tasks)
+            }
+            fn monitor(
+                &self,
+            ) -> WitResult<$world::exports::wasm_connect::plugin::connector::MonitorReport> {
+                let (reconfigure, next_call_ms) = ConnectorCell::monitor(self)?;
+                Ok(
+                    $world::exports::wasm_connect::plugin::connector::MonitorReport {
+                        reconfigure,
+                        next_call_ms,
+                    },
+                )
+            }
+            fn stop(&self) {
+                ConnectorCell::stop(self)
+            }
+        }
+    };
 }
+
+connector_exports!(source, SourcePlugin, SourceConnector, Source);
+connector_exports!(sink, SinkPlugin, SinkConnector, Sink);
 
 mod source_task {
     pub use crate::bindings::source::exports::wasm_connect::plugin::source::{

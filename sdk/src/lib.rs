@@ -28,7 +28,7 @@ pub use record::{
 pub use sink_records::{DataRef, HeaderRef, SinkRecordRef, SinkRecords};
 pub use source_batch::{SourceBatch, SourceRecordRef};
 pub use spec::{ConfigDef, ConfigType, Importance, Spec};
-pub use traits::{Connector, SinkConnector, SinkTask, SourceConnector, SourceTask};
+pub use traits::{Connector, MonitorReport, SinkConnector, SinkTask, SourceConnector, SourceTask};
 
 /// Re-exported so plugin crates need no direct dependency on `serde_json` for offsets.
 pub use serde_json::{self, json};

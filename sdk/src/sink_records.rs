@@ -1,5 +1,5 @@
 //! The records of one `SinkTask::put`, read in place from the packed batch the worker sent
-//! (`wit/0.2.0/batch.wit`): no record is copied unless the plugin asks for an owned copy.
+//! (`wit/0.3.0/batch.wit`): no record is copied unless the plugin asks for an owned copy.
 
 use crate::Error;
 use crate::bindings::batch::{DataColumn, PackedHeader, SinkBatch, Span};

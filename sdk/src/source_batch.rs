@@ -1,5 +1,5 @@
 //! The records of one `SourceTask::poll_into`, written straight into the packed batch the worker
-//! reads (`wit/0.2.0/batch.wit`). A task that fills it from borrowed fields allocates nothing per
+//! reads (`wit/0.3.0/batch.wit`). A task that fills it from borrowed fields allocates nothing per
 //! record (profiled: building an owned `SourceRecord` per record, and freeing it after packing,
 //! was the largest cost of a no-op source plugin inside the sandbox).
 

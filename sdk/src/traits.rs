@@ -5,26 +5,84 @@ use crate::{
     SourceRecord, Spec, TopicPartition, TopicPartitionOffset,
 };
 
-/// What every connector does: describe itself and split its job into task configs.
+/// What every connector does: describe itself, check configs, and, as a running connector,
+/// split its job into task configs and watch for changes to that split.
 ///
-/// The worker creates one connector instance per configured connector, separate from the task
-/// instances, so a connector keeps no state that tasks need: everything a task needs goes into
-/// its task config.
-pub trait Connector: 'static {
+/// A value of the implementing type is one running connector: the worker calls
+/// [`Connector::create`] when the connector starts and keeps the value (in an instance of the
+/// plugin of its own, never shared with a task) until the connector gets a new config, is
+/// restarted, moves to a new plugin build or is deleted, then calls [`Connector::stop`]. It may
+/// keep state between calls, such as what it last saw of the external system. Everything a
+/// task needs goes into its task config.
+pub trait Connector: Sized + 'static {
     /// Describe the plugin. Must not depend on config; the worker reads it once per load.
     fn spec() -> Spec;
 
     /// Checks beyond what the worker does from `spec().config_defs` (required keys, value
-    /// types, allowed values). The default accepts everything.
+    /// types, allowed values). The default accepts everything. Called before `create`, and by
+    /// the REST validate endpoint without creating anything.
     fn validate(_config: &Config) -> Vec<ConfigError> {
         Vec::new()
     }
 
-    /// Split the job into at most `max_tasks` task configs. The default runs one task with the
-    /// connector's own config. Returning more than `max_tasks` fails the connector.
-    fn task_configs(config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
+    /// Start the connector from its validated config (the operator's keys with the spec's
+    /// defaults filled in). An [`Error::retriable`] is retried with backoff; any other error
+    /// fails the connector.
+    fn create(config: &Config) -> Result<Self>;
+
+    /// Split the job into at most `max_tasks` task configs; `config` is the one the connector
+    /// was created with. Called after `create` and whenever a new split was asked for (by
+    /// [`Connector::monitor`] or [`crate::request_reconfiguration`]); the worker restarts the
+    /// tasks only when the configs differ from the running ones. The default runs one task
+    /// with the connector's own config. Returning more than `max_tasks` fails the connector.
+    fn task_configs(&mut self, config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
         let _ = max_tasks;
         Ok(vec![config.clone()])
+    }
+
+    /// Look at the external system and say whether the split of work changed. The worker
+    /// calls this every `connector.monitor.interval.ms` while the connector runs (or after the
+    /// delay the last report asked for). The default reports no change. An
+    /// [`Error::retriable`] is logged and the call repeated later; any other error fails the
+    /// connector.
+    fn monitor(&mut self) -> Result<MonitorReport> {
+        Ok(MonitorReport::unchanged())
+    }
+
+    /// Release what `create` acquired; called once, before the connector goes away.
+    fn stop(&mut self) {}
+}
+
+/// What one [`Connector::monitor`] call found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MonitorReport {
+    /// The split of work changed: the worker asks for task configs again.
+    pub reconfigure: bool,
+    /// Wait this long before the next call instead of `connector.monitor.interval.ms` (at
+    /// least 100 ms).
+    pub next_call: Option<std::time::Duration>,
+}
+
+impl MonitorReport {
+    /// Nothing changed; call again after the configured interval.
+    pub fn unchanged() -> Self {
+        Self::default()
+    }
+
+    /// The split of work changed.
+    pub fn reconfigure() -> Self {
+        Self {
+            reconfigure: true,
+            next_call: None,
+        }
+    }
+
+    /// Ask for the next call after `delay` instead of the configured interval.
+    pub fn next_call_in(self, delay: std::time::Duration) -> Self {
+        Self {
+            next_call: Some(delay),
+            ..self
+        }
     }
 }
 

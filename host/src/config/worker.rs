@@ -177,6 +177,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "Most distinct topics one source connector may write to (and so create) since its active topics were last reset.",
     ),
     (
+        "connector.monitor.interval.ms",
+        "5000",
+        "How often a running connector's monitor is called (contract 0.3.0 on).",
+    ),
+    (
         "topic.creation.enable",
         "true",
         "Create missing topics of source connectors (KIP-158 settings in the connector).",

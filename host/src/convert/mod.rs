@@ -12,7 +12,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
 use crate::sandbox::DataRef;
-use crate::sandbox::bindings::types::Data;
+use crate::sandbox::wit::types::Data;
 
 /// One converter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::sandbox::bindings::types::Data;
+use crate::sandbox::wit::types::Data;
 
 /// The Connect schema of `payload`, which came from `data`.
 pub fn infer(data: &Data, payload: &Value) -> Value {

@@ -33,6 +33,9 @@ use crate::worker::{
 /// restart of its tasks) per interval.
 pub(crate) const RESPLIT_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// The shortest wait between two `monitor` calls a connector may ask for (the WIT says so).
+const MONITOR_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// A reply to whoever asked.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, HerderError>>;
 
@@ -148,6 +151,7 @@ pub(crate) fn spawn(
         split_failures: VecDeque::new(),
         retry_at: None,
         resplit_allowed: tokio::time::Instant::now(),
+        monitor_at: None,
         snapshot,
         control,
     };
@@ -188,6 +192,9 @@ struct Actor {
     retry_at: Option<tokio::time::Instant>,
     /// The connector's next request for a split is acted on no sooner than this.
     resplit_allowed: tokio::time::Instant,
+    /// When the connector's `monitor` is called next; `None` while it is not to be monitored
+    /// (not RUNNING, failed, waiting to retry a split, or a contract without `monitor`).
+    monitor_at: Option<tokio::time::Instant>,
     snapshot: Arc<Snapshot>,
     control: mpsc::UnboundedSender<Message>,
 }
@@ -195,14 +202,17 @@ struct Actor {
 impl Actor {
     async fn run(mut self, mut queue: mpsc::UnboundedReceiver<Command>) {
         loop {
+            self.schedule_monitor();
             let reconfigure = Arc::clone(&self.reconfigure);
             let retry_at = self.retry_at;
             let resplit_allowed = self.resplit_allowed;
+            let monitor_at = self.monitor_at;
             tokio::select! {
                 command = queue.recv() => {
                     let Some(command) = command else {
                         // The control loop is gone: stop what runs.
                         stop_all(&mut self.tasks).await;
+                        self.replace_instance(None).await;
                         return;
                     };
                     if self.handle(command).await == Flow::Exit {
@@ -225,8 +235,83 @@ impl Actor {
                     self.retry_at = None;
                     self.resplit().await;
                 }
+                () = async { tokio::time::sleep_until(monitor_at.unwrap_or_else(tokio::time::Instant::now)).await }, if monitor_at.is_some() => {
+                    self.monitor().await;
+                }
             }
         }
+    }
+
+    /// Arm the next `monitor` call one interval from now when the connector has just become
+    /// one to monitor; disarm it when it no longer is.
+    fn schedule_monitor(&mut self) {
+        let monitored = self.target == TargetState::Running
+            && self.failure.is_none()
+            && self.retrying.is_none()
+            && self
+                .instance
+                .as_mut()
+                .is_some_and(|i| i.get_mut().is_ok_and(|i| i.is_created() && i.monitors()));
+        match (monitored, self.monitor_at) {
+            (false, _) => self.monitor_at = None,
+            (true, None) => {
+                self.monitor_at = Some(tokio::time::Instant::now() + self.monitor_interval())
+            }
+            (true, Some(_)) => {}
+        }
+    }
+
+    fn monitor_interval(&self) -> std::time::Duration {
+        self.prepared
+            .as_ref()
+            .map_or(self.shared.config.task.monitor_interval, |p| {
+                p.settings.monitor_interval
+            })
+    }
+
+    /// Call the connector's `monitor`: re-split when it reports a change, fail the connector
+    /// when it fails for good, and set when it is called next.
+    async fn monitor(&mut self) {
+        let interval = self.monitor_interval();
+        let Some(instance) = self.instance.as_mut() else {
+            self.monitor_at = None;
+            return;
+        };
+        let instance = instance.get_mut().unwrap_or_else(|e| e.into_inner());
+        match instance.monitor().await {
+            Ok(report) => {
+                let next = report.next_call_ms.map_or(interval, |ms| {
+                    std::time::Duration::from_millis(u64::from(ms)).max(MONITOR_MIN_INTERVAL)
+                });
+                self.monitor_at = Some(tokio::time::Instant::now() + next);
+                if report.reconfigure {
+                    tracing::info!(connector = %self.name, "the connector's monitor reported a change in its work");
+                    self.resplit_allowed = tokio::time::Instant::now() + RESPLIT_MIN_INTERVAL;
+                    self.resplit().await;
+                }
+            }
+            Err(e) if e.is_retriable() => {
+                tracing::warn!(connector = %self.name, "the connector's monitor failed: {e}; calling it again in {interval:?}");
+                self.monitor_at = Some(tokio::time::Instant::now() + interval);
+            }
+            Err(e) => {
+                stop_all(&mut self.tasks).await;
+                self.fail(e.to_string());
+                self.publish();
+            }
+        }
+    }
+
+    /// Stop the connector instance that runs (if any) and keep `next` in its place.
+    async fn replace_instance(&mut self, next: Option<ConnectorInstance>) {
+        if let Some(old) = self.instance.take() {
+            let mut old = old.into_inner().unwrap_or_else(|e| e.into_inner());
+            if let Err(e) = old.stop().await {
+                tracing::warn!(connector = %self.name, "the connector's stop failed: {e}");
+            }
+        }
+        self.instance = next.map(std::sync::Mutex::new);
+        self.monitor_at = None;
     }
 
     async fn handle(&mut self, command: Command) -> Flow {
@@ -301,6 +386,7 @@ impl Actor {
                 // Read once the tasks have stopped: their final counts and states.
                 let metrics: Vec<_> = self.tasks.iter().map(|t| Arc::clone(&t.metrics)).collect();
                 stop_all(&mut self.tasks).await;
+                self.replace_instance(None).await;
                 let done = metrics.iter().map(|m| m.done()).sum();
                 let failed = metrics
                     .iter()
@@ -318,7 +404,7 @@ impl Actor {
     /// instance, release its claim and withdraw its view.
     async fn retire(&mut self) {
         stop_all(&mut self.tasks).await;
-        self.instance = None;
+        self.replace_instance(None).await;
         self.shared.capacity.release(&self.name);
         self.snapshot.remove(&self.name);
     }
@@ -339,7 +425,7 @@ impl Actor {
                     self.fail(e.to_string());
                 } else {
                     self.prepared = Some(Arc::new(prepared));
-                    self.instance = Some(std::sync::Mutex::new(instance));
+                    self.replace_instance(Some(instance)).await;
                     self.start_tasks();
                 }
             }
@@ -357,7 +443,7 @@ impl Actor {
                 error,
             }) => {
                 self.prepared = Some(Arc::new(*prepared));
-                self.instance = Some(std::sync::Mutex::new(*instance));
+                self.replace_instance(Some(*instance)).await;
                 self.split_failed(error);
             }
         }
@@ -397,7 +483,7 @@ impl Actor {
         self.retry_at = None;
         self.split_failures.clear();
         self.prepared = Some(Arc::new(prepared));
-        self.instance = Some(std::sync::Mutex::new(instance));
+        self.replace_instance(Some(instance)).await;
         match retry {
             Some(error) => self.split_failed(error),
             None => self.start_tasks(),
@@ -487,7 +573,7 @@ impl Actor {
                             || !same_build(&p.plugin, &prepared.plugin)
                     });
                     self.prepared = Some(Arc::new(prepared));
-                    self.instance = Some(std::sync::Mutex::new(instance));
+                    self.replace_instance(Some(instance)).await;
                     self.failure = None;
                     self.retrying = None;
                     self.retry_at = None;
@@ -508,7 +594,7 @@ impl Actor {
                 }) => {
                     stop_all(&mut self.tasks).await;
                     self.prepared = Some(Arc::new(*prepared));
-                    self.instance = Some(std::sync::Mutex::new(*instance));
+                    self.replace_instance(Some(*instance)).await;
                     self.failure = None;
                     // A restart asked for by the operator starts the retry budget afresh.
                     self.split_failures.clear();

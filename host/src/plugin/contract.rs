@@ -8,16 +8,21 @@ pub const PACKAGE: &str = "wasm-connect:plugin";
 /// The newest contract version this worker runs, the one `wasm-connect-sdk` builds.
 pub const VERSION: Version = Version {
     major: 0,
-    minor: 2,
+    minor: 3,
     patch: 0,
 };
 
 /// Every contract version this worker runs, oldest first. A plugin built for any version
 /// compatible with one of these loads (`wit/README.md` lists what each changed).
-pub const SUPPORTED: [Version; 2] = [
+pub const SUPPORTED: [Version; 3] = [
     Version {
         major: 0,
         minor: 1,
+        patch: 0,
+    },
+    Version {
+        major: 0,
+        minor: 2,
         patch: 0,
     },
     VERSION,
@@ -143,8 +148,8 @@ mod tests {
     #[test]
     fn detects_worlds() {
         let source = detect([
-            "wasm-connect:plugin/connector@0.2.0",
-            "wasm-connect:plugin/source@0.2.0",
+            "wasm-connect:plugin/connector@0.3.0",
+            "wasm-connect:plugin/source@0.3.0",
         ]);
         assert_eq!(source, Ok((World::Source, VERSION)));
         let sink = detect([
@@ -171,12 +176,12 @@ mod tests {
         assert!(
             err.contains("@1.0.0")
                 && err.contains("newer than any")
-                && err.contains("0.1.x, 0.2.x"),
+                && err.contains("0.1.x, 0.2.x, 0.3.x"),
             "{err}"
         );
         let err = detect([
-            "wasm-connect:plugin/connector@0.3.0",
-            "wasm-connect:plugin/sink@0.3.0",
+            "wasm-connect:plugin/connector@0.4.0",
+            "wasm-connect:plugin/sink@0.4.0",
         ])
         .unwrap_err();
         assert!(err.contains("newer than any"), "{err}");

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::sandbox::bindings::types;
+use crate::sandbox::wit::types;
 
 /// What a plugin says about itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,7 +1,7 @@
 //! A key or value borrowed from wherever it lies (a consumed message, a batch a plugin
 //! returned), so the hot paths in both directions copy it only where it must go.
 
-use super::bindings::types::Data;
+use super::wit::types::Data;
 
 /// A key or value borrowed from its batch or message; `None` beside it stands for null.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

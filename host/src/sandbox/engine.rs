@@ -5,10 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::sync::Notify;
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 use wasmtime::{CallHook, Engine, Store, UpdateDeadline};
 
-use super::bindings;
 use super::cache::{CompileCache, Origin};
 use super::capabilities::Grants;
 use super::limits::{EPOCH_TICK, Limits, Meter};
@@ -80,15 +79,7 @@ impl Sandbox {
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        // Every contract version the worker runs (their sink worlds import the same).
-        bindings::v0_1::source::SourceConnector::add_to_linker::<_, HasSelf<_>>(
-            &mut linker,
-            |state| state,
-        )?;
-        bindings::v0_2::source::SourceConnector::add_to_linker::<_, HasSelf<_>>(
-            &mut linker,
-            |state| state,
-        )?;
+        super::wit::add_to_linker(&mut linker)?;
         let cache = CompileCache::new(cache_dir)
             .map_err(|e| anyhow::anyhow!("cannot create the compile cache directory: {e}"))?;
         spawn_epoch_ticker(&engine);

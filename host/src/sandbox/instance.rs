@@ -9,14 +9,15 @@ use std::time::Duration;
 use wasmtime::Store;
 use wasmtime::component::{Component, ResourceAny};
 
-use super::bindings::{types, v0_1, v0_2};
 use super::engine::{InstanceContext, Sandbox};
 use super::limits::CallKind;
 use super::put_batch::PutBatch;
 use super::source_batch::{Polled, RecordRef};
 use super::state::HostState;
+use super::wit::{Bindings, Connector, Contract, dispatch, types};
 use crate::plugin::{Version, World};
 
+pub use super::wit::MonitorReport;
 pub use types::{
     Config, ConfigError, ConnectorSpec, PluginError, RecordFailure, SourcePosition, SourceRecord,
     TopicPartition, TopicPartitionOffset,
@@ -150,26 +151,6 @@ impl Deadline {
     }
 }
 
-/// Instantiate under the wall-clock deadline of `kind` (instantiation runs the component's
-/// start functions, which are plugin code).
-async fn instantiate<T>(
-    ctx: &InstanceContext,
-    kind: CallKind,
-    instantiating: impl Future<Output = wasmtime::Result<T>>,
-) -> anyhow::Result<T> {
-    let deadline = Deadline {
-        kind,
-        limit: ctx.limits.wall(kind),
-    };
-    deadline
-        .run(instantiating)
-        .await
-        .map_err(|e| match e.downcast_ref::<WallDeadline>() {
-            Some(late) => anyhow::anyhow!("instantiation: {late}"),
-            None => anyhow::Error::from(e),
-        })
-}
-
 /// The store of one instance plus the poison flag and the call guard.
 struct Guarded {
     store: Store<HostState>,
@@ -274,62 +255,44 @@ fn trap_message(trap: &wasmtime::Error) -> String {
     parts.join(": ")
 }
 
-/// Which bindings a component is called through: its contract version's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Generation {
-    V0_1,
-    V0_2,
-}
-
-impl Generation {
-    fn of(version: Version) -> anyhow::Result<Self> {
-        match (version.major, version.minor) {
-            (0, 1) => Ok(Generation::V0_1),
-            (0, 2) => Ok(Generation::V0_2),
-            _ => anyhow::bail!(
-                "this worker has no bindings for contract {}@{version}",
-                crate::plugin::contract::PACKAGE
-            ),
-        }
-    }
-}
-
-enum ConnectorBindings {
-    SourceV0_1(v0_1::source::SourceConnector),
-    SinkV0_1(v0_1::sink::SinkConnector),
-    SourceV0_2(v0_2::source::SourceConnector),
-    SinkV0_2(v0_2::sink::SinkConnector),
-}
-
-/// Run `$call` on the `connector` export of whichever world and version `$bindings` holds
-/// (the interface is the same in all of them, with the same host types).
-macro_rules! on_connector {
-    ($bindings:expr, |$connector:ident| $call:expr) => {
-        match $bindings {
-            ConnectorBindings::SourceV0_1(b) => {
-                let $connector = b.wasm_connect_plugin_connector();
-                $call
-            }
-            ConnectorBindings::SinkV0_1(b) => {
-                let $connector = b.wasm_connect_plugin_connector();
-                $call
-            }
-            ConnectorBindings::SourceV0_2(b) => {
-                let $connector = b.wasm_connect_plugin_connector();
-                $call
-            }
-            ConnectorBindings::SinkV0_2(b) => {
-                let $connector = b.wasm_connect_plugin_connector();
-                $call
-            }
-        }
+/// Instantiate `component` (implementing `world` of contract `version`) in a new store, under
+/// the wall-clock deadline of `kind`.
+async fn instantiate_plugin(
+    sandbox: &Sandbox,
+    component: &Component,
+    world: World,
+    version: Version,
+    ctx: &InstanceContext,
+    kind: CallKind,
+) -> anyhow::Result<(Store<HostState>, Bindings)> {
+    let mut store = sandbox.store(ctx).map_err(anyhow::Error::from)?;
+    let linker = sandbox.linker();
+    // Instantiation runs the component's start functions, which are plugin code.
+    let deadline = Deadline {
+        kind,
+        limit: ctx.limits.wall(kind),
     };
+    let bindings = deadline
+        .run(Bindings::instantiate(
+            &mut store, component, linker, world, version,
+        ))
+        .await
+        .map_err(|e| match e.downcast_ref::<WallDeadline>() {
+            Some(late) => anyhow::anyhow!("instantiation: {late}"),
+            None => anyhow::Error::from(e),
+        })?;
+    Ok((store, bindings))
 }
 
-/// The instance that answers for a connector as a whole.
+/// The instance that answers for a connector as a whole: it describes the plugin and checks
+/// configs, and once [`ConnectorInstance::create`]d it splits the work, is monitored and is
+/// stopped, as contract 0.3.0's `connector-instance` (older contracts are adapted in
+/// `super::wit`).
 pub struct ConnectorInstance {
     guard: Guarded,
-    bindings: ConnectorBindings,
+    bindings: Bindings,
+    /// Set by `create`; taken by `stop`.
+    connector: Option<Connector>,
 }
 
 impl ConnectorInstance {
@@ -342,48 +305,15 @@ impl ConnectorInstance {
         version: Version,
         ctx: &InstanceContext,
     ) -> anyhow::Result<Self> {
-        let mut store = sandbox.store(ctx).map_err(anyhow::Error::from)?;
-        let linker = sandbox.linker();
-        let bindings = match (world, Generation::of(version)?) {
-            (World::Source, Generation::V0_1) => ConnectorBindings::SourceV0_1(
-                instantiate(
-                    ctx,
-                    CallKind::Config,
-                    v0_1::source::SourceConnector::instantiate_async(&mut store, component, linker),
-                )
-                .await?,
-            ),
-            (World::Sink, Generation::V0_1) => ConnectorBindings::SinkV0_1(
-                instantiate(
-                    ctx,
-                    CallKind::Config,
-                    v0_1::sink::SinkConnector::instantiate_async(&mut store, component, linker),
-                )
-                .await?,
-            ),
-            (World::Source, Generation::V0_2) => ConnectorBindings::SourceV0_2(
-                instantiate(
-                    ctx,
-                    CallKind::Config,
-                    v0_2::source::SourceConnector::instantiate_async(&mut store, component, linker),
-                )
-                .await?,
-            ),
-            (World::Sink, Generation::V0_2) => ConnectorBindings::SinkV0_2(
-                instantiate(
-                    ctx,
-                    CallKind::Config,
-                    v0_2::sink::SinkConnector::instantiate_async(&mut store, component, linker),
-                )
-                .await?,
-            ),
-        };
+        let (store, bindings) =
+            instantiate_plugin(sandbox, component, world, version, ctx, CallKind::Config).await?;
         Ok(Self {
             guard: Guarded {
                 store,
                 poisoned: false,
             },
             bindings,
+            connector: None,
         })
     }
 
@@ -394,7 +324,7 @@ impl ConnectorInstance {
         let store = self.guard.begin(F)?;
         let bindings = &self.bindings;
         let outcome = deadline
-            .run(async { on_connector!(bindings, |c| c.call_spec(store).await) })
+            .run(async { dispatch!(bindings, |p| p.spec(store).await) })
             .await;
         self.guard.finish_infallible(F, outcome)
     }
@@ -406,26 +336,56 @@ impl ConnectorInstance {
         let store = self.guard.begin(F)?;
         let bindings = &self.bindings;
         let outcome = deadline
-            .run(async { on_connector!(bindings, |c| c.call_validate(store, config).await) })
+            .run(async { dispatch!(bindings, |p| p.validate(store, config).await) })
             .await;
         self.guard.finish_infallible(F, outcome)
     }
 
-    /// Split the job into task configs. More than `max_tasks` configs is a contract violation,
-    /// reported as an error rather than truncated.
-    pub async fn task_configs(
-        &mut self,
-        config: &Config,
-        max_tasks: u32,
-    ) -> Result<Vec<Config>, CallError> {
-        const F: &str = "task-configs";
+    /// Whether the connector was created (and not stopped since).
+    pub fn is_created(&self) -> bool {
+        self.connector.is_some()
+    }
+
+    /// Whether the connector's contract has a `monitor` to call (0.3.0 on).
+    pub fn monitors(&self) -> bool {
+        dispatch!(&self.bindings, |p| p.monitors())
+    }
+
+    /// Start the connector with its (validated) config: `connector-instance.create`.
+    pub async fn create(&mut self, config: &Config) -> Result<(), CallError> {
+        const F: &str = "connector-instance.create";
         let deadline = self.guard.deadline(F);
         let store = self.guard.begin(F)?;
         let bindings = &self.bindings;
         let outcome = deadline
+            .run(async { dispatch!(bindings, |p| p.connector_create(store, config).await) })
+            .await;
+        self.connector = Some(self.guard.finish(F, outcome)?);
+        Ok(())
+    }
+
+    fn created<'a>(
+        connector: &'a Option<Connector>,
+        function: &'static str,
+    ) -> Result<&'a Connector, CallError> {
+        connector.as_ref().ok_or(CallError::Contract {
+            function,
+            message: "worker bug: the connector was not created".into(),
+        })
+    }
+
+    /// Split the job into task configs. More than `max_tasks` configs is a contract violation,
+    /// reported as an error rather than truncated.
+    pub async fn task_configs(&mut self, max_tasks: u32) -> Result<Vec<Config>, CallError> {
+        const F: &str = "task-configs";
+        let deadline = self.guard.deadline(F);
+        let connector = Self::created(&self.connector, F)?;
+        let store = self.guard.begin(F)?;
+        let bindings = &self.bindings;
+        let outcome = deadline
             .run(async {
-                on_connector!(bindings, |c| c
-                    .call_task_configs(store, config, max_tasks)
+                dispatch!(bindings, |p| p
+                    .task_configs(store, connector, max_tasks)
                     .await)
             })
             .await;
@@ -464,36 +424,118 @@ impl ConnectorInstance {
         }
         Ok(configs)
     }
-}
 
-enum SourceBindings {
-    V0_1(v0_1::source::SourceConnector),
-    V0_2(v0_2::source::SourceConnector),
-}
+    /// Ask the connector whether its split of work changed: `connector-instance.monitor`.
+    pub async fn monitor(&mut self) -> Result<MonitorReport, CallError> {
+        const F: &str = "monitor";
+        let deadline = self.guard.deadline(F);
+        let connector = Self::created(&self.connector, F)?;
+        let store = self.guard.begin(F)?;
+        let bindings = &self.bindings;
+        let outcome = deadline
+            .run(async { dispatch!(bindings, |p| p.monitor(store, connector).await) })
+            .await;
+        self.guard.finish(F, outcome)
+    }
 
-/// Run `$call` on the `source-task` resource of whichever version `$bindings` holds, for the
-/// functions whose types are the same in every version.
-macro_rules! on_source_task {
-    ($bindings:expr, |$task:ident| $call:expr) => {
-        match $bindings {
-            SourceBindings::V0_1(b) => {
-                let $task = b.wasm_connect_plugin_source().source_task();
-                $call
-            }
-            SourceBindings::V0_2(b) => {
-                let $task = b.wasm_connect_plugin_source().source_task();
-                $call
-            }
+    /// Stop a created connector (`connector-instance.stop`) and drop its resource; nothing
+    /// to do for one that was never created, or whose instance is unusable.
+    pub async fn stop(&mut self) -> Result<(), CallError> {
+        const F: &str = "connector-instance.stop";
+        let Some(connector) = self.connector.take() else {
+            return Ok(());
+        };
+        if self.guard.poisoned {
+            return Ok(());
         }
-    };
+        let deadline = self.guard.deadline(F);
+        let store = self.guard.begin(F)?;
+        let bindings = &self.bindings;
+        let outcome = deadline
+            .run(async { dispatch!(bindings, |p| p.connector_stop(store, &connector).await) })
+            .await;
+        self.guard.finish_infallible(F, outcome)
+    }
+}
+
+/// One running task instance: its store, its bindings and the task's resource.
+struct TaskInstance {
+    guard: Guarded,
+    bindings: Bindings,
+    handle: ResourceAny,
+}
+
+impl TaskInstance {
+    /// Instantiate `component` and create the task from `config` with `create` (the
+    /// world's `create`, named `function`).
+    async fn create<C>(
+        sandbox: &Sandbox,
+        component: &Component,
+        (world, version): (World, Version),
+        ctx: &InstanceContext,
+        function: &'static str,
+        create: C,
+    ) -> anyhow::Result<Result<Self, CallError>>
+    where
+        C: AsyncFnOnce(
+            &Bindings,
+            &mut Store<HostState>,
+        ) -> wasmtime::Result<Result<ResourceAny, PluginError>>,
+    {
+        let (store, bindings) =
+            instantiate_plugin(sandbox, component, world, version, ctx, CallKind::Data).await?;
+        let mut guard = Guarded {
+            store,
+            poisoned: false,
+        };
+        let deadline = guard.deadline(function);
+        let store = match guard.begin(function) {
+            Ok(store) => store,
+            Err(e) => return Ok(Err(e)),
+        };
+        let outcome = deadline.run(create(&bindings, store)).await;
+        Ok(guard.finish(function, outcome).map(|handle| Self {
+            guard,
+            bindings,
+            handle,
+        }))
+    }
+
+    /// Call `function` on the task under its deadlines; a trap poisons the instance.
+    async fn call<T, C>(&mut self, function: &'static str, call: C) -> Result<T, CallError>
+    where
+        C: AsyncFnOnce(
+            &Bindings,
+            &mut Store<HostState>,
+            ResourceAny,
+        ) -> wasmtime::Result<Result<T, PluginError>>,
+    {
+        let deadline = self.guard.deadline(function);
+        let store = self.guard.begin(function)?;
+        let outcome = deadline.run(call(&self.bindings, store, self.handle)).await;
+        self.guard.finish(function, outcome)
+    }
+
+    /// Stop the task and release its resource; the instance is done afterwards.
+    async fn stop(mut self, drop_name: &'static str) -> Result<(), CallError> {
+        const F: &str = "stop";
+        let deadline = self.guard.deadline(F);
+        let store = self.guard.begin(F)?;
+        let handle = self.handle;
+        let bindings = &self.bindings;
+        let outcome = deadline
+            .run(async { dispatch!(bindings, |p| p.task_stop(store, handle).await) })
+            .await;
+        self.guard.finish_infallible(F, outcome)?;
+        let outcome = deadline
+            .run(self.handle.resource_drop_async(&mut self.guard.store))
+            .await;
+        self.guard.finish_infallible(drop_name, outcome)
+    }
 }
 
 /// One running source task.
-pub struct SourceTaskInstance {
-    guard: Guarded,
-    bindings: SourceBindings,
-    handle: ResourceAny,
-}
+pub struct SourceTaskInstance(TaskInstance);
 
 impl SourceTaskInstance {
     /// Instantiate `component` (built for contract `version`) and create the task from
@@ -505,44 +547,18 @@ impl SourceTaskInstance {
         ctx: &InstanceContext,
         config: &Config,
     ) -> anyhow::Result<Result<Self, CallError>> {
-        let mut store = sandbox.store(ctx).map_err(anyhow::Error::from)?;
-        let linker = sandbox.linker();
-        let bindings = match Generation::of(version)? {
-            Generation::V0_1 => SourceBindings::V0_1(
-                instantiate(
-                    ctx,
-                    CallKind::Data,
-                    v0_1::source::SourceConnector::instantiate_async(&mut store, component, linker),
-                )
-                .await?,
-            ),
-            Generation::V0_2 => SourceBindings::V0_2(
-                instantiate(
-                    ctx,
-                    CallKind::Data,
-                    v0_2::source::SourceConnector::instantiate_async(&mut store, component, linker),
-                )
-                .await?,
-            ),
-        };
-        let mut guard = Guarded {
-            store,
-            poisoned: false,
-        };
-        const F: &str = "source-task.create";
-        let deadline = guard.deadline(F);
-        let store = match guard.begin(F) {
-            Ok(store) => store,
-            Err(e) => return Ok(Err(e)),
-        };
-        let outcome = deadline
-            .run(async { on_source_task!(&bindings, |t| t.call_create(store, config).await) })
-            .await;
-        Ok(guard.finish(F, outcome).map(|handle| Self {
-            guard,
-            bindings,
-            handle,
-        }))
+        let created = TaskInstance::create(
+            sandbox,
+            component,
+            (World::Source, version),
+            ctx,
+            "source-task.create",
+            async |bindings: &Bindings, store: &mut Store<HostState>| {
+                dispatch!(bindings, |p| p.source_create(store, config).await)
+            },
+        )
+        .await?;
+        Ok(created.map(Self))
     }
 
     /// Up to `max_records` records, owned; more than that, or a batch that breaks the packing
@@ -558,97 +574,44 @@ impl SourceTaskInstance {
     /// checks).
     pub async fn poll_batch(&mut self, max_records: u32) -> Result<Polled, CallError> {
         const F: &str = "poll";
-        let max_bytes = self.guard.store.data().meter.limits().memory_bytes;
-        let deadline = self.guard.deadline(F);
-        let store = self.guard.begin(F)?;
-        let too_many = |count: usize| CallError::Contract {
-            function: F,
-            message: format!(
-                "the task returned {count} records but at most {max_records} were asked for"
-            ),
-        };
-        let polled = match &self.bindings {
-            SourceBindings::V0_1(b) => {
-                let call = b.wasm_connect_plugin_source().source_task();
-                let outcome = deadline
-                    .run(call.call_poll(store, self.handle, max_records))
-                    .await;
-                Polled::records(self.guard.finish(F, outcome)?, max_bytes)
-            }
-            SourceBindings::V0_2(b) => {
-                let call = b.wasm_connect_plugin_source().source_task();
-                let outcome = deadline
-                    .run(call.call_poll(store, self.handle, max_records))
-                    .await;
-                Polled::packed(self.guard.finish(F, outcome)?, max_bytes)
-            }
-        };
+        let max_bytes = self.0.guard.store.data().meter.limits().memory_bytes;
+        let polled = self
+            .0
+            .call(F, async |bindings, store, task| {
+                dispatch!(bindings, |p| p
+                    .poll(store, task, max_records, max_bytes)
+                    .await)
+            })
+            .await?;
         if polled.len() > max_records as usize {
-            return Err(too_many(polled.len()));
+            return Err(CallError::Contract {
+                function: F,
+                message: format!(
+                    "the task returned {} records but at most {max_records} were asked for",
+                    polled.len()
+                ),
+            });
         }
         Ok(polled)
     }
 
     /// Tell the task these offsets are durably recorded.
     pub async fn commit(&mut self, positions: &[SourcePosition]) -> Result<(), CallError> {
-        const F: &str = "commit";
-        let deadline = self.guard.deadline(F);
-        let store = self.guard.begin(F)?;
-        let handle = self.handle;
-        let bindings = &self.bindings;
-        let outcome = deadline
-            .run(async {
-                on_source_task!(bindings, |t| t.call_commit(store, handle, positions).await)
+        self.0
+            .call("commit", async |bindings, store, task| {
+                dispatch!(bindings, |p| p.commit(store, task, positions).await)
             })
-            .await;
-        self.guard.finish(F, outcome)
+            .await
     }
 
     /// Stop the task and release its resource; the instance is done afterwards.
-    pub async fn stop(mut self) -> Result<(), CallError> {
-        const F: &str = "stop";
-        let deadline = self.guard.deadline(F);
-        let store = self.guard.begin(F)?;
-        let handle = self.handle;
-        let bindings = &self.bindings;
-        let outcome = deadline
-            .run(async { on_source_task!(bindings, |t| t.call_stop(store, handle).await) })
-            .await;
-        self.guard.finish_infallible(F, outcome)?;
-        let outcome = deadline
-            .run(self.handle.resource_drop_async(&mut self.guard.store))
-            .await;
-        self.guard.finish_infallible("source-task.drop", outcome)
+    pub async fn stop(self) -> Result<(), CallError> {
+        self.0.stop("source-task.drop").await
     }
 }
 
-enum SinkBindings {
-    V0_1(v0_1::sink::SinkConnector),
-    V0_2(v0_2::sink::SinkConnector),
-}
-
-/// As [`on_source_task`], for the `sink-task` resource.
-macro_rules! on_sink_task {
-    ($bindings:expr, |$task:ident| $call:expr) => {
-        match $bindings {
-            SinkBindings::V0_1(b) => {
-                let $task = b.wasm_connect_plugin_sink().sink_task();
-                $call
-            }
-            SinkBindings::V0_2(b) => {
-                let $task = b.wasm_connect_plugin_sink().sink_task();
-                $call
-            }
-        }
-    };
-}
-
 /// One running sink task.
-pub struct SinkTaskInstance {
-    guard: Guarded,
-    bindings: SinkBindings,
-    handle: ResourceAny,
-}
+pub struct SinkTaskInstance(TaskInstance);
 
 impl SinkTaskInstance {
     /// Instantiate `component` (built for contract `version`) and create the task from
@@ -660,102 +623,61 @@ impl SinkTaskInstance {
         ctx: &InstanceContext,
         config: &Config,
     ) -> anyhow::Result<Result<Self, CallError>> {
-        let mut store = sandbox.store(ctx).map_err(anyhow::Error::from)?;
-        let linker = sandbox.linker();
-        let bindings = match Generation::of(version)? {
-            Generation::V0_1 => SinkBindings::V0_1(
-                instantiate(
-                    ctx,
-                    CallKind::Data,
-                    v0_1::sink::SinkConnector::instantiate_async(&mut store, component, linker),
-                )
-                .await?,
-            ),
-            Generation::V0_2 => SinkBindings::V0_2(
-                instantiate(
-                    ctx,
-                    CallKind::Data,
-                    v0_2::sink::SinkConnector::instantiate_async(&mut store, component, linker),
-                )
-                .await?,
-            ),
-        };
-        let mut guard = Guarded {
-            store,
-            poisoned: false,
-        };
-        const F: &str = "sink-task.create";
-        let deadline = guard.deadline(F);
-        let store = match guard.begin(F) {
-            Ok(store) => store,
-            Err(e) => return Ok(Err(e)),
-        };
-        let outcome = deadline
-            .run(async { on_sink_task!(&bindings, |t| t.call_create(store, config).await) })
-            .await;
-        Ok(guard.finish(F, outcome).map(|handle| Self {
-            guard,
-            bindings,
-            handle,
-        }))
+        let created = TaskInstance::create(
+            sandbox,
+            component,
+            (World::Sink, version),
+            ctx,
+            "sink-task.create",
+            async |bindings: &Bindings, store: &mut Store<HostState>| {
+                dispatch!(bindings, |p| p.sink_create(store, config).await)
+            },
+        )
+        .await?;
+        Ok(created.map(Self))
     }
 
     /// Partitions assigned to the task.
     pub async fn open(&mut self, partitions: &[TopicPartition]) -> Result<(), CallError> {
-        const F: &str = "open";
-        let deadline = self.guard.deadline(F);
-        let store = self.guard.begin(F)?;
-        let handle = self.handle;
-        let bindings = &self.bindings;
-        let outcome = deadline
-            .run(async {
-                on_sink_task!(bindings, |t| t.call_open(store, handle, partitions).await)
+        self.0
+            .call("open", async |bindings, store, task| {
+                dispatch!(bindings, |p| p.open(store, task, partitions).await)
             })
-            .await;
-        self.guard.finish(F, outcome)
+            .await
     }
 
     /// Partitions taken away from the task.
     pub async fn close(&mut self, partitions: &[TopicPartition]) -> Result<(), CallError> {
-        const F: &str = "close";
-        let deadline = self.guard.deadline(F);
-        let store = self.guard.begin(F)?;
-        let handle = self.handle;
-        let bindings = &self.bindings;
-        let outcome = deadline
-            .run(async {
-                on_sink_task!(bindings, |t| t.call_close(store, handle, partitions).await)
+        self.0
+            .call("close", async |bindings, store, task| {
+                dispatch!(bindings, |p| p.close(store, task, partitions).await)
             })
-            .await;
-        self.guard.finish(F, outcome)
+            .await
     }
 
     /// Hand a batch to the task; returns the records it could not write. A failure index outside
     /// the batch, or the same index twice, is a contract violation.
     pub async fn put(&mut self, batch: &PutBatch) -> Result<Vec<RecordFailure>, CallError> {
         const F: &str = "put";
-        let handle = self.handle;
-        let outcome = match &self.bindings {
-            SinkBindings::V0_1(b) => {
-                let records = batch.records().map_err(|message| CallError::Contract {
-                    function: F,
-                    message,
-                })?;
-                let deadline = self.guard.deadline(F);
-                let store = self.guard.begin(F)?;
-                let call = b.wasm_connect_plugin_sink().sink_task();
-                deadline.run(call.call_put(store, handle, &records)).await
-            }
-            SinkBindings::V0_2(b) => {
-                let deadline = self.guard.deadline(F);
-                let store = self.guard.begin(F)?;
-                let call = b.wasm_connect_plugin_sink().sink_task();
-                deadline
-                    .run(call.call_put(store, handle, batch.as_wit()))
-                    .await
-            }
-        };
-        let failures = self.guard.finish(F, outcome)?;
+        let mut unputtable = None;
+        let failures = self
+            .0
+            .call(F, async |bindings, store, task| {
+                match dispatch!(bindings, |p| p.put(store, task, batch).await) {
+                    Ok(outcome) => outcome,
+                    Err(message) => {
+                        unputtable = Some(message);
+                        Ok(Ok(Vec::new()))
+                    }
+                }
+            })
+            .await?;
+        if let Some(message) = unputtable {
+            return Err(CallError::Contract {
+                function: F,
+                message,
+            });
+        }
         let mut seen = std::collections::HashSet::with_capacity(failures.len());
         if let Some(twice) = failures.iter().find(|f| !seen.insert(f.index)) {
             return Err(CallError::Contract {
@@ -784,31 +706,15 @@ impl SinkTaskInstance {
         &mut self,
         offsets: &[TopicPartitionOffset],
     ) -> Result<Vec<TopicPartitionOffset>, CallError> {
-        const F: &str = "flush";
-        let deadline = self.guard.deadline(F);
-        let store = self.guard.begin(F)?;
-        let handle = self.handle;
-        let bindings = &self.bindings;
-        let outcome = deadline
-            .run(async { on_sink_task!(bindings, |t| t.call_flush(store, handle, offsets).await) })
-            .await;
-        self.guard.finish(F, outcome)
+        self.0
+            .call("flush", async |bindings, store, task| {
+                dispatch!(bindings, |p| p.flush(store, task, offsets).await)
+            })
+            .await
     }
 
     /// Stop the task and release its resource.
-    pub async fn stop(mut self) -> Result<(), CallError> {
-        const F: &str = "stop";
-        let deadline = self.guard.deadline(F);
-        let store = self.guard.begin(F)?;
-        let handle = self.handle;
-        let bindings = &self.bindings;
-        let outcome = deadline
-            .run(async { on_sink_task!(bindings, |t| t.call_stop(store, handle).await) })
-            .await;
-        self.guard.finish_infallible(F, outcome)?;
-        let outcome = deadline
-            .run(self.handle.resource_drop_async(&mut self.guard.store))
-            .await;
-        self.guard.finish_infallible("sink-task.drop", outcome)
+    pub async fn stop(self) -> Result<(), CallError> {
+        self.0.stop("sink-task.drop").await
     }
 }

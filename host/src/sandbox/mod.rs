@@ -10,7 +10,6 @@
 //! - `packed`: unpacking contract 0.2.0's source batches, checking every rule.
 //! - [`put_batch`]: a sink's batch, packed as its records are consumed.
 
-pub mod bindings;
 pub mod cache;
 pub mod capabilities;
 mod data_ref;
@@ -22,6 +21,7 @@ pub mod put_batch;
 pub mod source_batch;
 pub mod state;
 mod stdio;
+pub mod wit;
 
 pub use cache::Origin;
 pub use capabilities::Grants;

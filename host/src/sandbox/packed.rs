@@ -2,12 +2,10 @@
 //! place, checking every rule, and the pieces `super::put_batch` shares to pack what a sink is
 //! handed.
 
-use super::bindings::batch::{
-    DataColumn, HeaderRanges, PackedHeader, SourceBatch, Span, SpanColumn,
-};
-use super::bindings::types::{Data, Header};
 use super::data_ref::DataRef;
 use super::source_batch::{HeaderRef, RecordRef};
+use super::wit::batch::{DataColumn, HeaderRanges, PackedHeader, SourceBatch, Span, SpanColumn};
+use super::wit::types::{Data, Header};
 
 /// `data-column.kind` values.
 pub(super) const NULL: u8 = 0;
@@ -370,7 +368,7 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
-    use crate::sandbox::bindings::types::SourceRecord;
+    use crate::sandbox::wit::types::SourceRecord;
 
     const LIMIT: usize = 1 << 20;
 

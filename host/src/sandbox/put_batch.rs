@@ -4,10 +4,10 @@
 //! packing it again was about a quarter of a sink task's thread). Plugins built for 0.1.0 get
 //! records unpacked from it.
 
-use super::bindings::batch::{DataColumn, HeaderRanges, PackedHeader, SinkBatch, Span};
-use super::bindings::types::SinkRecord;
 use super::data_ref::DataRef;
 use super::packed::{BYTES, JSON, NULL, Reader, TEXT, data_column, to_u32};
+use super::wit::batch::{DataColumn, HeaderRanges, PackedHeader, SinkBatch, Span};
+use super::wit::types::SinkRecord;
 
 /// One consumed record's fields, borrowed from the message and the converters' output.
 #[derive(Debug, Clone, Copy)]
@@ -225,8 +225,8 @@ fn push_data(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::bindings::types::Data;
-    use crate::sandbox::bindings::types::Header;
+    use crate::sandbox::wit::types::Data;
+    use crate::sandbox::wit::types::Header;
 
     fn sink_record(topic: &str, offset: i64) -> SinkRecord {
         SinkRecord {

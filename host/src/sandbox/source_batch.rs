@@ -3,10 +3,10 @@
 //! between (profiled: unpacking into owned records was five allocations and copies a record,
 //! the largest host cost of a source task's thread).
 
-use super::bindings::batch::SourceBatch;
-use super::bindings::types::{Header, SourceRecord};
 use super::data_ref::DataRef;
 use super::instance::CallError;
+use super::wit::batch::SourceBatch;
+use super::wit::types::{Header, SourceRecord};
 
 /// One polled batch, as the plugin's contract version lifted it.
 pub struct Polled {

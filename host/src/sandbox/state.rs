@@ -7,9 +7,8 @@ use tokio::sync::Notify;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::v0_1::source::wasm_connect::plugin::{context, log, offsets, types};
-use super::bindings::v0_2::source::wasm_connect::plugin as v0_2;
 use super::limits::Meter;
+use super::wit::latest::{batch, context, log, offsets, types};
 
 /// Identifies an instance in logs and errors.
 #[derive(Debug, Clone)]
@@ -167,20 +166,6 @@ impl log::Host for HostState {
     }
 }
 
-impl v0_2::log::Host for HostState {
-    fn log(&mut self, level: v0_2::log::Level, message: String) {
-        use v0_2::log::Level;
-        let level = match level {
-            Level::Trace => tracing::Level::TRACE,
-            Level::Debug => tracing::Level::DEBUG,
-            Level::Info => tracing::Level::INFO,
-            Level::Warn => tracing::Level::WARN,
-            Level::Error => tracing::Level::ERROR,
-        };
-        self.log_event(level, &message);
-    }
-}
-
 impl HostState {
     /// `offsets.read` of every contract version; a trap when the answer is over budget.
     fn read_offsets(&self, source_partitions: &[String]) -> wasmtime::Result<Vec<Option<String>>> {
@@ -199,26 +184,14 @@ impl offsets::Host for HostState {
     }
 }
 
-impl v0_2::offsets::Host for HostState {
-    fn read(&mut self, source_partitions: Vec<String>) -> wasmtime::Result<Vec<Option<String>>> {
-        self.read_offsets(&source_partitions)
-    }
-}
-
 impl context::Host for HostState {
     fn request_reconfiguration(&mut self) {
         self.notify_reconfiguration();
     }
 }
 
-impl v0_2::context::Host for HostState {
-    fn request_reconfiguration(&mut self) {
-        self.notify_reconfiguration();
-    }
-}
-
 impl types::Host for HostState {}
-impl v0_2::batch::Host for HostState {}
+impl batch::Host for HostState {}
 
 #[cfg(test)]
 mod tests {

@@ -71,7 +71,7 @@ impl From<String> for Failure {
 
 impl From<crate::sandbox::CallError> for Failure {
     fn from(e: crate::sandbox::CallError) -> Self {
-        use crate::sandbox::bindings::types::PluginError;
+        use crate::sandbox::wit::types::PluginError;
         let restartable = !matches!(
             e,
             crate::sandbox::CallError::Plugin {

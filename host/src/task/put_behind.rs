@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::poll_ahead::{Served, gone};
-use crate::sandbox::bindings::types::{RecordFailure, TopicPartition, TopicPartitionOffset};
+use crate::sandbox::wit::types::{RecordFailure, TopicPartition, TopicPartitionOffset};
 use crate::sandbox::{CallError, PutBatch, SinkTaskInstance};
 
 /// A batch handed back with what `put` said about it.

@@ -32,6 +32,10 @@ pub const TOPICS_MAX: &str = "sandbox.topics.max";
 /// its instance is abandoned (Kafka Connect's key; worker config only).
 pub const SHUTDOWN_GRACE_MS: &str = "task.shutdown.graceful.timeout.ms";
 
+/// How often the host calls a running connector's `monitor` (contract 0.3.0 on), unless its
+/// last report asked for another delay. Read by the connector's actor, not by its tasks.
+pub const MONITOR_INTERVAL_MS: &str = "connector.monitor.interval.ms";
+
 /// The keys a connector may override, for config checks and docs.
 pub const OVERRIDABLE: &[&str] = &[
     POLL_MAX_RECORDS,
@@ -44,6 +48,7 @@ pub const OVERRIDABLE: &[&str] = &[
     RECORD_MAX_HEADERS,
     BATCH_MAX_BYTES,
     TOPICS_MAX,
+    MONITOR_INTERVAL_MS,
 ];
 
 /// Settings every runner needs.
@@ -71,6 +76,8 @@ pub struct RunnerSettings {
     pub topics_max: usize,
     /// How long a stopping task's plugin may take (`task.shutdown.graceful.timeout.ms`).
     pub shutdown_grace: Duration,
+    /// `connector.monitor.interval.ms` (the connector's actor reads it).
+    pub monitor_interval: Duration,
 }
 
 impl Default for RunnerSettings {
@@ -90,6 +97,7 @@ impl Default for RunnerSettings {
             batch_max_bytes: 64 * 1024 * 1024,
             topics_max: 1000,
             shutdown_grace: Duration::from_secs(5),
+            monitor_interval: Duration::from_secs(5),
         }
     }
 }
@@ -122,6 +130,7 @@ impl RunnerSettings {
                 RECORD_MAX_HEADERS => settings.record_max_headers = size,
                 BATCH_MAX_BYTES => settings.batch_max_bytes = size,
                 TOPICS_MAX => settings.topics_max = size,
+                MONITOR_INTERVAL_MS => settings.monitor_interval = Duration::from_millis(n),
                 _ => {}
             }
         }

@@ -33,7 +33,7 @@ use crate::kafka::consumer::{RebalanceEvent, SinkConsumer};
 use crate::kafka::headers::NativeMessage;
 use crate::kafka::producer::{AckTarget, Report};
 use crate::offsets::Submitted;
-use crate::sandbox::bindings::types::{SinkRecord, TopicPartition, TopicPartitionOffset};
+use crate::sandbox::wit::types::{SinkRecord, TopicPartition, TopicPartitionOffset};
 use crate::sandbox::{DataRef, Fields, PutBatch};
 
 /// Everything one sink task runs with.
@@ -542,8 +542,7 @@ impl SinkRunner {
     /// A consumed record as its dead-letter copy: the bytes as they are in Kafka (`raw`), else
     /// re-encoded by the converters.
     fn failed_record(&self, record: &SinkRecord, raw: Option<&RawRecord>) -> FailedRecord {
-        let bytes = |converter: &Converter,
-                     data: &Option<crate::sandbox::bindings::types::Data>| {
+        let bytes = |converter: &Converter, data: &Option<crate::sandbox::wit::types::Data>| {
             converter
                 .to_kafka(data.as_ref())
                 .unwrap_or_else(|_| data.as_ref().map(|d| DataRef::from(d).bytes().to_vec()))

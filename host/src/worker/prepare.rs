@@ -256,15 +256,17 @@ pub(crate) async fn prepare(
     }
 }
 
-/// Ask the connector instance for its task configs.
+/// Ask the connector instance for its task configs, creating the connector with its config
+/// first if that has not happened yet (or failed retriably before).
 pub(crate) async fn split(
     name: &str,
     prepared: &Prepared,
     instance: &mut ConnectorInstance,
 ) -> Result<Vec<Vec<(String, String)>>, CallError> {
-    let configs = instance
-        .task_configs(&prepared.pairs, prepared.tasks_max)
-        .await?;
+    if !instance.is_created() {
+        instance.create(&prepared.pairs).await?;
+    }
+    let configs = instance.task_configs(prepared.tasks_max).await?;
     tracing::info!(connector = %name, plugin = %prepared.plugin.spec.name, version = %prepared.plugin.spec.version, tasks = configs.len(), tasks_max = prepared.tasks_max, "connector configured");
     Ok(configs)
 }
@@ -276,10 +278,22 @@ pub(crate) async fn problems(
     shared: &Shared,
     config: &ConnectorConfig,
 ) -> Result<Prepared, Vec<Problem>> {
+    // The connector created to check the split is stopped right away (a plugin's `stop`
+    // failing is no problem with the config).
     match prepare(shared, config, Arc::new(Notify::new())).await {
-        Ok((prepared, _)) => Ok(prepared),
+        Ok((prepared, mut instance)) => {
+            let _ = instance.stop().await;
+            Ok(prepared)
+        }
         Err(NotPrepared::Invalid(problems)) => Err(problems),
-        Err(NotPrepared::Retry { prepared, .. }) => Ok(*prepared),
+        Err(NotPrepared::Retry {
+            prepared,
+            mut instance,
+            ..
+        }) => {
+            let _ = instance.stop().await;
+            Ok(*prepared)
+        }
     }
 }
 

@@ -21,6 +21,10 @@ const TASK_COUNT: &str = "datagen.task.count";
 pub struct Datagen;
 
 impl Connector for Datagen {
+    fn create(_config: &Config) -> Result<Self> {
+        Ok(Self)
+    }
+
     fn spec() -> Spec {
         Spec::new(
             "datagen",
@@ -70,7 +74,7 @@ impl Connector for Datagen {
         }
     }
 
-    fn task_configs(config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
+    fn task_configs(&mut self, config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
         let max_tasks = max_tasks.max(1);
         Ok((0..max_tasks)
             .map(|i| {

@@ -25,6 +25,10 @@ use wasm_connect_sdk::{
 pub struct FileSink;
 
 impl Connector for FileSink {
+    fn create(_config: &Config) -> Result<Self> {
+        Ok(Self)
+    }
+
     fn spec() -> Spec {
         Spec::new(
             "file-sink",

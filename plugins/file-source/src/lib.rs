@@ -27,6 +27,10 @@ const TASK_FILES: &str = "file-source.task.files";
 pub struct FileSource;
 
 impl Connector for FileSource {
+    fn create(_config: &Config) -> Result<Self> {
+        Ok(Self)
+    }
+
     fn spec() -> Spec {
         Spec::new(
             "file-source",
@@ -76,7 +80,7 @@ impl Connector for FileSource {
         errors
     }
 
-    fn task_configs(config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
+    fn task_configs(&mut self, config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
         let files = all_files(config)?;
         let groups = split_evenly(&files, max_tasks as usize);
         Ok(groups

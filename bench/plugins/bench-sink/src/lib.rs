@@ -9,6 +9,10 @@ use wasm_connect_sdk::{
 pub struct BenchSink;
 
 impl Connector for BenchSink {
+    fn create(_config: &Config) -> Result<Self> {
+        Ok(Self)
+    }
+
     fn spec() -> Spec {
         Spec::new("bench-sink", "0.1.0", "Accepts records and drops them")
     }

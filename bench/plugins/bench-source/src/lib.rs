@@ -10,6 +10,10 @@ use wasm_connect_sdk::{
 pub struct BenchSource;
 
 impl Connector for BenchSource {
+    fn create(_config: &Config) -> Result<Self> {
+        Ok(Self)
+    }
+
     fn spec() -> Spec {
         Spec::new(
             "bench-source",

@@ -10,6 +10,10 @@ use wasm_connect_sdk::{
 pub struct Crashy;
 
 impl Connector for Crashy {
+    fn create(_config: &Config) -> Result<Self> {
+        Ok(Self)
+    }
+
     fn spec() -> Spec {
         Spec::new("crashy", "0.1.0", "Traps in its first instances")
             .config(ConfigDef::new("topic", ConfigType::String, "Topic.").required())

@@ -16,6 +16,10 @@ use wasm_connect_sdk::{
 pub struct EveryFieldSink;
 
 impl Connector for EveryFieldSink {
+    fn create(_config: &Config) -> Result<Self> {
+        Ok(Self)
+    }
+
     fn spec() -> Spec {
         Spec::new(
             "every-field-sink",

@@ -11,6 +11,10 @@ use wasm_connect_sdk::{
 pub struct EveryFieldSource;
 
 impl Connector for EveryFieldSource {
+    fn create(_config: &Config) -> Result<Self> {
+        Ok(Self)
+    }
+
     fn spec() -> Spec {
         Spec::new(
             "every-field-source",

@@ -15,6 +15,10 @@ use wasm_connect_sdk::{
 pub struct FlakySink;
 
 impl Connector for FlakySink {
+    fn create(_config: &Config) -> Result<Self> {
+        Ok(Self)
+    }
+
     fn spec() -> Spec {
         Spec::new(
             "flaky-sink",

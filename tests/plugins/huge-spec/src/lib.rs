@@ -9,6 +9,10 @@ use wasm_connect_sdk::{
 pub struct HugeSpec;
 
 impl Connector for HugeSpec {
+    fn create(_config: &Config) -> Result<Self> {
+        Ok(Self)
+    }
+
     fn spec() -> Spec {
         Spec::new("huge-spec", "0.1.0", &"x".repeat(100 * 1024 * 1024))
     }

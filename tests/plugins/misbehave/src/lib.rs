@@ -73,6 +73,10 @@ const MODES: &[&str] = &[
 static SPLITS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl Connector for Misbehave {
+    fn create(_config: &Config) -> Result<Self> {
+        Ok(Self)
+    }
+
     fn spec() -> Spec {
         Spec::new("misbehave", VERSION, "Misbehaves on purpose")
             .config(
@@ -140,7 +144,7 @@ impl Connector for Misbehave {
         Vec::new()
     }
 
-    fn task_configs(config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
+    fn task_configs(&mut self, config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
         sleep_if(config, "task-configs");
         let split = SPLITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         if config.string_or("mode", "") == "split-fails" {

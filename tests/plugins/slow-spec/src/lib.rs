@@ -9,6 +9,10 @@ use wasm_connect_sdk::{
 pub struct SlowSpec;
 
 impl Connector for SlowSpec {
+    fn create(_config: &Config) -> Result<Self> {
+        Ok(Self)
+    }
+
     fn spec() -> Spec {
         std::thread::sleep(std::time::Duration::from_secs(3600));
         Spec::new("slow-spec", "0.1.0", "Sleeps in spec()")

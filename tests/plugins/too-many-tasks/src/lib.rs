@@ -9,6 +9,10 @@ use wasm_connect_sdk::{
 pub struct Greedy;
 
 impl Connector for Greedy {
+    fn create(_config: &Config) -> Result<Self> {
+        Ok(Self)
+    }
+
     fn spec() -> Spec {
         Spec::new(
             "too-many-tasks",
@@ -17,7 +21,7 @@ impl Connector for Greedy {
         )
     }
 
-    fn task_configs(config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
+    fn task_configs(&mut self, config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
         Ok((0..=max_tasks)
             .map(|i| config.clone().with("task", i.to_string()))
             .collect())

@@ -1,0 +1,398 @@
+//! The contract versions the worker runs (`wit/<version>/`), one module each, as Zed's
+//! extension host does it: the newest version's types are the host's, and every older version
+//! is adapted to them in its own module.
+//!
+//! - [`v0_3`] is the newest: its `types` and `batch` are [`types`] and [`batch`], and its
+//!   imports carry the host's implementation (`super::state`).
+//! - [`v0_2`] and [`v0_1`] map their `types` (and 0.2.0 its `batch`) onto 0.3.0's, which have
+//!   the same shapes (wasmtime checks that when it instantiates a component); their imports
+//!   delegate to 0.3.0's; their connector, plain functions without an instance, is given the
+//!   lifecycle of 0.3.0's connector resource by keeping its config on the host.
+//! - Each version's `Plugin` implements [`Contract`] in host types; [`Bindings`] holds one of
+//!   them, and `super::instance` calls it through `dispatch!`.
+//!
+//! Adding a version: its module (bindgen, imports delegating to the newest, `Contract`), a
+//! variant of [`Bindings`] with its arm in `dispatch!` and [`Bindings::instantiate`], its line
+//! in [`add_to_linker`], and its entry in `crate::plugin::contract::SUPPORTED`.
+
+use wasmtime::Store;
+use wasmtime::component::{Component, Linker, ResourceAny};
+
+use super::put_batch::PutBatch;
+use super::source_batch::Polled;
+use super::state::HostState;
+use crate::plugin::{Version, World};
+
+pub mod v0_1;
+pub mod v0_2;
+pub mod v0_3;
+
+/// The newest contract version's bindings.
+pub use v0_3 as latest;
+
+/// The host's packed batch types (0.2.0 and 0.3.0 share them).
+pub use latest::batch;
+/// What a connector's `monitor` reports (0.3.0 on).
+pub use latest::source::exports::wasm_connect::plugin::connector::MonitorReport;
+/// The host's record, config and error types (the newest version's; every version has these
+/// shapes).
+pub use latest::types;
+
+use types::{
+    Config, ConfigError, ConnectorSpec, PluginError, RecordFailure, SourcePosition, TopicPartition,
+    TopicPartitionOffset,
+};
+
+/// A created connector, as its contract version keeps it.
+pub enum Connector {
+    /// 0.3.0 on: the plugin's `connector-instance` resource.
+    Resource(ResourceAny),
+    /// Before 0.3.0: the config it was created with, which each `task-configs` call passes.
+    Config(Config),
+}
+
+/// One contract version's calls into a plugin, in the host's types. Each returns wasmtime's
+/// error for a trap; a plugin's own error is the inner `Result`.
+pub(crate) trait Contract: Sized {
+    /// Instantiate `component` as `world`.
+    async fn instantiate(
+        store: &mut Store<HostState>,
+        component: &Component,
+        linker: &Linker<HostState>,
+        world: World,
+    ) -> wasmtime::Result<Self>;
+
+    /// Whether the connector has a `monitor` worth calling.
+    fn monitors(&self) -> bool;
+
+    /// `connector.spec`.
+    async fn spec(&self, store: &mut Store<HostState>) -> wasmtime::Result<ConnectorSpec>;
+
+    /// `connector.validate`.
+    async fn validate(
+        &self,
+        store: &mut Store<HostState>,
+        config: &Config,
+    ) -> wasmtime::Result<Vec<ConfigError>>;
+
+    /// `connector-instance.create`.
+    async fn connector_create(
+        &self,
+        store: &mut Store<HostState>,
+        config: &Config,
+    ) -> wasmtime::Result<Result<Connector, PluginError>>;
+
+    /// `connector-instance.task-configs` (before 0.3.0, `connector.task-configs` with the
+    /// connector's config).
+    async fn task_configs(
+        &self,
+        store: &mut Store<HostState>,
+        connector: &Connector,
+        max_tasks: u32,
+    ) -> wasmtime::Result<Result<Vec<Config>, PluginError>>;
+
+    /// `connector-instance.monitor` (before 0.3.0: nothing to report).
+    async fn monitor(
+        &self,
+        store: &mut Store<HostState>,
+        connector: &Connector,
+    ) -> wasmtime::Result<Result<MonitorReport, PluginError>>;
+
+    /// `connector-instance.stop`, then drop the resource.
+    async fn connector_stop(
+        &self,
+        store: &mut Store<HostState>,
+        connector: &Connector,
+    ) -> wasmtime::Result<()>;
+
+    /// `source-task.create`.
+    async fn source_create(
+        &self,
+        store: &mut Store<HostState>,
+        config: &Config,
+    ) -> wasmtime::Result<Result<ResourceAny, PluginError>>;
+
+    /// `source-task.poll`, the batch checked against `max_bytes` when it is read.
+    async fn poll(
+        &self,
+        store: &mut Store<HostState>,
+        task: ResourceAny,
+        max_records: u32,
+        max_bytes: usize,
+    ) -> wasmtime::Result<Result<Polled, PluginError>>;
+
+    /// `source-task.commit`.
+    async fn commit(
+        &self,
+        store: &mut Store<HostState>,
+        task: ResourceAny,
+        positions: &[SourcePosition],
+    ) -> wasmtime::Result<Result<(), PluginError>>;
+
+    /// `sink-task.create`.
+    async fn sink_create(
+        &self,
+        store: &mut Store<HostState>,
+        config: &Config,
+    ) -> wasmtime::Result<Result<ResourceAny, PluginError>>;
+
+    /// `sink-task.open`.
+    async fn open(
+        &self,
+        store: &mut Store<HostState>,
+        task: ResourceAny,
+        partitions: &[TopicPartition],
+    ) -> wasmtime::Result<Result<(), PluginError>>;
+
+    /// `sink-task.close`.
+    async fn close(
+        &self,
+        store: &mut Store<HostState>,
+        task: ResourceAny,
+        partitions: &[TopicPartition],
+    ) -> wasmtime::Result<Result<(), PluginError>>;
+
+    /// `sink-task.put`. The outer error: the batch could not be put in this version's form
+    /// (nothing was called).
+    async fn put(
+        &self,
+        store: &mut Store<HostState>,
+        task: ResourceAny,
+        batch: &PutBatch,
+    ) -> Result<wasmtime::Result<Result<Vec<RecordFailure>, PluginError>>, String>;
+
+    /// `sink-task.flush`.
+    async fn flush(
+        &self,
+        store: &mut Store<HostState>,
+        task: ResourceAny,
+        offsets: &[TopicPartitionOffset],
+    ) -> wasmtime::Result<Result<Vec<TopicPartitionOffset>, PluginError>>;
+
+    /// `source-task.stop` or `sink-task.stop` (the caller drops the resource).
+    async fn task_stop(
+        &self,
+        store: &mut Store<HostState>,
+        task: ResourceAny,
+    ) -> wasmtime::Result<()>;
+}
+
+/// The error for a task call on a plugin of the other world (a worker bug: the host picks the
+/// task kind from the world).
+fn not_a(world: World) -> wasmtime::Error {
+    wasmtime::format_err!("worker bug: a {world} task call on a plugin that is not a {world}")
+}
+
+/// Run `$call` on the `connector` export of a version's `Plugin`, whichever world it is (each
+/// world's bindings have their own type for the same export).
+macro_rules! on_connector {
+    ($plugin:expr, |$connector:ident| $call:expr) => {
+        match $plugin {
+            Plugin::Source(b) => {
+                let $connector = b.wasm_connect_plugin_connector();
+                $call
+            }
+            Plugin::Sink(b) => {
+                let $connector = b.wasm_connect_plugin_connector();
+                $call
+            }
+        }
+    };
+}
+pub(crate) use on_connector;
+
+/// `spec` and `validate`: plain functions of the `connector` interface in every version.
+macro_rules! describe_calls {
+    () => {
+        async fn spec(&self, store: &mut Store<HostState>) -> wasmtime::Result<ConnectorSpec> {
+            $crate::sandbox::wit::on_connector!(self, |c| c.call_spec(store).await)
+        }
+
+        async fn validate(
+            &self,
+            store: &mut Store<HostState>,
+            config: &Config,
+        ) -> wasmtime::Result<Vec<ConfigError>> {
+            $crate::sandbox::wit::on_connector!(self, |c| c.call_validate(store, config).await)
+        }
+    };
+}
+pub(crate) use describe_calls;
+
+/// The connector lifecycle of the versions before 0.3.0, whose connector has no instance: the
+/// host keeps the config and passes it to `task-configs`; there is nothing to monitor or stop.
+macro_rules! stateless_connector {
+    () => {
+        fn monitors(&self) -> bool {
+            false
+        }
+
+        async fn connector_create(
+            &self,
+            _store: &mut Store<HostState>,
+            config: &Config,
+        ) -> wasmtime::Result<Result<Connector, PluginError>> {
+            Ok(Ok(Connector::Config(config.clone())))
+        }
+
+        async fn task_configs(
+            &self,
+            store: &mut Store<HostState>,
+            connector: &Connector,
+            max_tasks: u32,
+        ) -> wasmtime::Result<Result<Vec<Config>, PluginError>> {
+            let Connector::Config(config) = connector else {
+                return Err(wasmtime::format_err!(
+                    "worker bug: a connector resource for a contract without one"
+                ));
+            };
+            $crate::sandbox::wit::on_connector!(self, |c| c
+                .call_task_configs(store, config, max_tasks)
+                .await)
+        }
+
+        async fn monitor(
+            &self,
+            _store: &mut Store<HostState>,
+            _connector: &Connector,
+        ) -> wasmtime::Result<Result<MonitorReport, PluginError>> {
+            Ok(Ok(MonitorReport {
+                reconfigure: false,
+                next_call_ms: None,
+            }))
+        }
+
+        async fn connector_stop(
+            &self,
+            _store: &mut Store<HostState>,
+            _connector: &Connector,
+        ) -> wasmtime::Result<()> {
+            Ok(())
+        }
+    };
+}
+pub(crate) use stateless_connector;
+
+/// The task calls whose types are the same in every version (all but `poll` and `put`).
+macro_rules! task_calls {
+    () => {
+        async fn source_create(
+            &self,
+            store: &mut Store<HostState>,
+            config: &Config,
+        ) -> wasmtime::Result<Result<ResourceAny, PluginError>> {
+            self.source()?.call_create(store, config).await
+        }
+
+        async fn commit(
+            &self,
+            store: &mut Store<HostState>,
+            task: ResourceAny,
+            positions: &[SourcePosition],
+        ) -> wasmtime::Result<Result<(), PluginError>> {
+            self.source()?.call_commit(store, task, positions).await
+        }
+
+        async fn sink_create(
+            &self,
+            store: &mut Store<HostState>,
+            config: &Config,
+        ) -> wasmtime::Result<Result<ResourceAny, PluginError>> {
+            self.sink()?.call_create(store, config).await
+        }
+
+        async fn open(
+            &self,
+            store: &mut Store<HostState>,
+            task: ResourceAny,
+            partitions: &[TopicPartition],
+        ) -> wasmtime::Result<Result<(), PluginError>> {
+            self.sink()?.call_open(store, task, partitions).await
+        }
+
+        async fn close(
+            &self,
+            store: &mut Store<HostState>,
+            task: ResourceAny,
+            partitions: &[TopicPartition],
+        ) -> wasmtime::Result<Result<(), PluginError>> {
+            self.sink()?.call_close(store, task, partitions).await
+        }
+
+        async fn flush(
+            &self,
+            store: &mut Store<HostState>,
+            task: ResourceAny,
+            offsets: &[TopicPartitionOffset],
+        ) -> wasmtime::Result<Result<Vec<TopicPartitionOffset>, PluginError>> {
+            self.sink()?.call_flush(store, task, offsets).await
+        }
+
+        async fn task_stop(
+            &self,
+            store: &mut Store<HostState>,
+            task: ResourceAny,
+        ) -> wasmtime::Result<()> {
+            match self {
+                Plugin::Source(_) => self.source()?.call_stop(store, task).await,
+                Plugin::Sink(_) => self.sink()?.call_stop(store, task).await,
+            }
+        }
+    };
+}
+pub(crate) use task_calls;
+
+/// A component instantiated through the bindings of its contract version.
+pub(crate) enum Bindings {
+    V0_1(v0_1::Plugin),
+    V0_2(v0_2::Plugin),
+    V0_3(v0_3::Plugin),
+}
+
+/// Run `$call` on whichever version's `Plugin` (a [`Contract`]) `$bindings` holds.
+macro_rules! dispatch {
+    ($bindings:expr, |$plugin:ident| $call:expr) => {
+        match $bindings {
+            $crate::sandbox::wit::Bindings::V0_1($plugin) => $call,
+            $crate::sandbox::wit::Bindings::V0_2($plugin) => $call,
+            $crate::sandbox::wit::Bindings::V0_3($plugin) => $call,
+        }
+    };
+}
+pub(crate) use dispatch;
+
+/// Register the imports of every version the worker runs.
+pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    v0_1::add_to_linker(linker)?;
+    v0_2::add_to_linker(linker)?;
+    v0_3::add_to_linker(linker)
+}
+
+impl Bindings {
+    /// Instantiate `component`, which implements `world` of contract `version`.
+    pub(crate) async fn instantiate(
+        store: &mut Store<HostState>,
+        component: &Component,
+        linker: &Linker<HostState>,
+        world: World,
+        version: Version,
+    ) -> wasmtime::Result<Self> {
+        Ok(match (version.major, version.minor) {
+            (0, 1) => {
+                Bindings::V0_1(v0_1::Plugin::instantiate(store, component, linker, world).await?)
+            }
+            (0, 2) => {
+                Bindings::V0_2(v0_2::Plugin::instantiate(store, component, linker, world).await?)
+            }
+            (0, 3) => {
+                Bindings::V0_3(v0_3::Plugin::instantiate(store, component, linker, world).await?)
+            }
+            _ => {
+                return Err(wasmtime::format_err!(
+                    "this worker has no bindings for contract {}@{version}",
+                    crate::plugin::contract::PACKAGE
+                ));
+            }
+        })
+    }
+}
