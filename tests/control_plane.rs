@@ -9,8 +9,13 @@
 //! - A connector that asks for a reconfiguration (`context.request-reconfiguration` from a
 //!   task's `poll`) is split again by its kept connector instance, and its tasks restart on the
 //!   new split.
+//! - A connector whose `monitor` reports a change is split again too; one whose `monitor` fails
+//!   for good is FAILED.
 //! - A connector whose `task-configs` fails retriably is retried under the restart policy and
 //!   ends RUNNING.
+//! - `file-source` over a directory notices files added while it runs (its `monitor`): the split
+//!   grows from 3 files to 5, every line of all 5 reaches the sink, and a neighbour connector
+//!   keeps its task.
 
 use std::time::Duration;
 
@@ -19,7 +24,7 @@ use serde_json::{Value, json};
 use wasm_connect_tests::kafka::{self, consume, create_topic, unique_topic};
 use wasm_connect_tests::plugins_with;
 use wasm_connect_tests::rest::{block, create, get, start_neighbour, task_metrics};
-use wasm_connect_tests::worker::{Worker, eventually};
+use wasm_connect_tests::worker::{Worker, eventually, lines};
 
 /// `method path` with an optional JSON body: the status and the body as JSON.
 async fn call(url: &str, method: reqwest::Method, path: &str) -> (StatusCode, Value) {
@@ -158,7 +163,8 @@ async fn reads_answer_during_a_stuck_stop_and_offset_changes_are_serialized() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn connectors_are_split_again_when_they_ask_and_when_a_split_failed_retriably() {
+async fn connectors_are_split_again_when_they_ask_or_their_monitor_reports_a_change_and_when_a_split_failed_retriably()
+ {
     let dir = tempfile::tempdir().unwrap();
     let plugins = plugins_with(dir.path(), &[], &["misbehave"]);
     let settings = vec![
@@ -228,6 +234,61 @@ async fn connectors_are_split_again_when_they_ask_and_when_a_split_failed_retria
         2,
         "each retriable failure is logged once: {log}"
     );
+
+    // The connector's monitor reports a change (its first call, one interval after the tasks
+    // started): split again, no task asked.
+    let topic = unique_topic("monitored");
+    create_topic(&topic, 1).await;
+    let monitored = json!({"connector.class": "misbehave", "mode": "monitor-once", "topic": topic,
+        "value.converter": "string", "connector.monitor.interval.ms": "300"});
+    assert_eq!(
+        create(&url, "monitored", monitored).await,
+        StatusCode::CREATED
+    );
+    assert!(
+        eventually(Duration::from_secs(60), || generation(&url, "monitored")
+            == "2"),
+        "the monitored connector was split again: tasks {}\n{}",
+        block(get(&url, "/connectors/monitored/tasks")),
+        worker.log_text()
+    );
+    wait_records_done(&url, "monitored", 1);
+    let records = consume(&topic, usize::MAX, Duration::from_secs(5));
+    assert!(
+        records.iter().any(|r| r.text() == r#"{"generation":2}"#),
+        "the second split's task writes"
+    );
+    let log = worker.log_text();
+    assert!(
+        log.contains("the connector's monitor reported a change in its work")
+            && log.contains("monitor: the work changed"),
+        "{log}"
+    );
+
+    // A monitor that fails for good fails the connector, and says why.
+    let failing = json!({"connector.class": "misbehave", "mode": "monitor-fails",
+        "topic": unique_topic("monitor-fails"), "connector.monitor.interval.ms": "200"});
+    assert_eq!(
+        create(&url, "monitor-fails", failing).await,
+        StatusCode::CREATED
+    );
+    let mut status = Value::Null;
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            status = block(get(&url, "/connectors/monitor-fails/status"));
+            status["connector"]["state"] == "FAILED"
+        }),
+        "the connector fails: {status}"
+    );
+    assert!(
+        status["connector"]["trace"]
+            .as_str()
+            .is_some_and(|t| t.contains("monitor") && t.contains("fails on purpose")),
+        "{status}"
+    );
+    // (A failed connector would make the worker's exit below a failure.)
+    let (deleted, _) = call(&url, reqwest::Method::DELETE, "/connectors/monitor-fails").await;
+    assert_eq!(deleted, StatusCode::NO_CONTENT);
 
     // SIGTERM while a create is in its connector's actor (the plugin's `validate` sleeps): the
     // worker still stops in order (the control loop keeps serving the actor's store while it
@@ -371,4 +432,134 @@ async fn connectors_follow_their_plugin_file_unless_pinned() {
     assert!(body.contains("connector.plugin.version"), "{body}");
     let (_, log) = worker.stop();
     assert!(log.contains("stopped."), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_source_over_a_directory_splits_again_when_files_appear_and_loses_no_line() {
+    const LINES: usize = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &["file-source", "file-sink", "datagen"], &[]);
+    let watched = dir.path().join("watched");
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&watched).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let write_file = |n: usize| {
+        let text: String = (0..LINES).map(|i| format!("file{n}-line{i}\n")).collect();
+        // Written aside and renamed in, so the connector never sees half a file.
+        let aside = dir.path().join(format!("file{n}.tmp"));
+        std::fs::write(&aside, text).unwrap();
+        std::fs::rename(&aside, watched.join(format!("file{n}.txt"))).unwrap();
+    };
+    for n in 0..3 {
+        write_file(n);
+    }
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+        ("offset.flush.interval.ms", "200".to_owned()),
+        ("connector.monitor.interval.ms", "300".to_owned()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+
+    // A neighbour that must not notice anything.
+    let neighbour_topic = unique_topic("dir-neighbour");
+    create_topic(&neighbour_topic, 1).await;
+    start_neighbour(&url, "neighbour", &neighbour_topic, 100).await;
+
+    let topic = unique_topic("directory");
+    create_topic(&topic, 1).await;
+    let source = json!({"connector.class": "file-source", "topic": topic, "tasks.max": "3",
+        "directory": watched.display().to_string(),
+        "sandbox.fs.read": watched.display().to_string(), "value.converter": "string"});
+    let sink = json!({"connector.class": "file-sink", "topics": topic,
+        "file": out.join("out.txt").display().to_string(),
+        "sandbox.fs.write": out.display().to_string(), "value.converter": "string"});
+    assert_eq!(create(&url, "files", source).await, StatusCode::CREATED);
+    assert_eq!(create(&url, "sink", sink).await, StatusCode::CREATED);
+    let split = |url: &str| -> Vec<Vec<String>> {
+        let tasks = block(get(url, "/connectors/files/tasks"));
+        tasks
+            .as_array()
+            .map(|tasks| {
+                tasks
+                    .iter()
+                    .map(|t| {
+                        let files = t["config"]["file-source.task.files"]
+                            .as_str()
+                            .unwrap_or("[]");
+                        serde_json::from_str(files).unwrap_or_default()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let sizes = |split: &[Vec<String>]| split.iter().map(Vec::len).collect::<Vec<_>>();
+    assert_eq!(sizes(&split(&url)), vec![1, 1, 1]);
+    let received = |n: usize| {
+        eventually(Duration::from_secs(60), || {
+            lines(&out.join("out.txt")).len() >= n * LINES
+        })
+    };
+    assert!(
+        received(3),
+        "the first three files arrive: {}",
+        worker.log_text()
+    );
+    let neighbour_before = block(task_metrics(&url, "neighbour", 0))["records_done"]
+        .as_u64()
+        .unwrap_or(0);
+
+    // Two more files while it runs: the monitor notices, the split covers five.
+    write_file(3);
+    write_file(4);
+    let mut now = Vec::new();
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            now = split(&url);
+            sizes(&now) == vec![2, 2, 1]
+        }),
+        "the split covers five files: {now:?}\n{}",
+        worker.log_text()
+    );
+    let mut covered: Vec<String> = now.concat();
+    covered.sort();
+    let expected: Vec<String> = (0..5)
+        .map(|n| watched.join(format!("file{n}.txt")).display().to_string())
+        .collect();
+    assert_eq!(covered, expected, "every file once");
+    assert!(received(5), "all five files arrive: {}", worker.log_text());
+
+    // Every line of every file, none lost (a line read twice across the restart would be a
+    // duplicate, which at-least-once allows; none is expected).
+    let got = lines(&out.join("out.txt"));
+    let distinct: std::collections::BTreeSet<&String> = got.iter().collect();
+    let want: std::collections::BTreeSet<String> = (0..5)
+        .flat_map(|n| (0..LINES).map(move |i| format!("file{n}-line{i}")))
+        .collect();
+    assert_eq!(
+        distinct
+            .into_iter()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>(),
+        want,
+        "every line of the five files"
+    );
+    assert_eq!(got.len(), 5 * LINES, "no line twice");
+
+    // The neighbour's task was never restarted: the same task, still counting.
+    let neighbour = block(task_metrics(&url, "neighbour", 0));
+    assert!(
+        neighbour["state"] == "RUNNING"
+            && neighbour["records_done"].as_u64().unwrap_or(0) > neighbour_before,
+        "the neighbour kept running: before {neighbour_before}, now {neighbour}"
+    );
+    let log = worker.log_text();
+    assert!(
+        log.contains("the connector's monitor reported a change in its work")
+            && log.contains("the directory now has 5 files"),
+        "{log}"
+    );
+    let (status, log) = worker.stop();
+    assert!(status.success(), "{log}");
 }

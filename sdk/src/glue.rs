@@ -59,7 +59,7 @@ impl<C: Connector> ConnectorCell<C> {
     }
 
     fn monitor(&self) -> WitResult<(bool, Option<u32>)> {
-        let report = self.connector.borrow_mut().monitor()?;
+        let report = self.connector.borrow_mut().monitor(&self.config)?;
         let next = report
             .next_call
             .map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX));

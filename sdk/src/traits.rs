@@ -40,12 +40,13 @@ pub trait Connector: Sized + 'static {
         Ok(vec![config.clone()])
     }
 
-    /// Look at the external system and say whether the split of work changed. The worker
-    /// calls this every `connector.monitor.interval.ms` while the connector runs (or after the
-    /// delay the last report asked for). The default reports no change. An
-    /// [`Error::retriable`] is logged and the call repeated later; any other error fails the
-    /// connector.
-    fn monitor(&mut self) -> Result<MonitorReport> {
+    /// Look at the external system and say whether the split of work changed; `config` is the
+    /// one the connector was created with. The worker calls this every
+    /// `connector.monitor.interval.ms` while the connector runs (or after the delay the last
+    /// report asked for). The default reports no change. An [`Error::retriable`] is logged and
+    /// the call repeated later; any other error fails the connector.
+    fn monitor(&mut self, config: &Config) -> Result<MonitorReport> {
+        let _ = config;
         Ok(MonitorReport::unchanged())
     }
 

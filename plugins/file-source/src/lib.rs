@@ -7,6 +7,11 @@
 //! the line, so a restarted task resumes mid-file. With `tail=true` (the default) the task keeps
 //! reading lines appended later; an incomplete last line waits for its newline.
 //!
+//! In directory mode the connector watches the directory (its `monitor`, every
+//! `connector.monitor.interval.ms`): when the regular files in it change, the worker asks for a
+//! new split, and tasks restart over the new groups, each file resuming from its committed
+//! offset.
+//!
 //! The worker must grant the files' directories with `sandbox.fs.read`; a file outside the grant
 //! is an error, never read.
 
@@ -16,19 +21,23 @@ use std::path::Path;
 
 use wasm_connect_sdk::serde_json::{self, Value};
 use wasm_connect_sdk::{
-    Config, ConfigDef, ConfigError, ConfigType, Connector, Data, Error, Result, SourceConnector,
-    SourceRecord, SourceTask, Spec, export_source_connector, json,
+    Config, ConfigDef, ConfigError, ConfigType, Connector, Data, Error, MonitorReport, Result,
+    SourceConnector, SourceRecord, SourceTask, Spec, export_source_connector, json,
 };
 
 /// The task config key holding the task's files (a JSON array, so any file name works).
 const TASK_FILES: &str = "file-source.task.files";
 
-/// The connector: lists the files and splits them across tasks.
-pub struct FileSource;
+/// The connector: lists the files and splits them across tasks; in directory mode, watches the
+/// directory for files added or removed.
+pub struct FileSource {
+    /// The files of the last split.
+    split: Vec<String>,
+}
 
 impl Connector for FileSource {
     fn create(_config: &Config) -> Result<Self> {
-        Ok(Self)
+        Ok(Self { split: Vec::new() })
     }
 
     fn spec() -> Spec {
@@ -82,14 +91,33 @@ impl Connector for FileSource {
 
     fn task_configs(&mut self, config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
         let files = all_files(config)?;
-        let groups = split_evenly(&files, max_tasks as usize);
-        Ok(groups
+        let configs = split_evenly(&files, max_tasks as usize)
             .into_iter()
             .map(|group| {
                 let list = serde_json::to_string(group).unwrap_or_else(|_| "[]".into());
                 config.clone().with(TASK_FILES, list)
             })
-            .collect())
+            .collect();
+        self.split = files;
+        Ok(configs)
+    }
+
+    fn monitor(&mut self, config: &Config) -> Result<MonitorReport> {
+        if config.get("directory").is_none() {
+            return Ok(MonitorReport::unchanged());
+        }
+        // A directory that cannot be listed right now is tried again at the next call.
+        let files = all_files(config).map_err(|e| Error::retriable(e.to_string()))?;
+        Ok(if files == self.split {
+            MonitorReport::unchanged()
+        } else {
+            wasm_connect_sdk::log::info(&format!(
+                "the directory now has {} files (the running split has {}); asking for a new split",
+                files.len(),
+                self.split.len()
+            ));
+            MonitorReport::reconfigure()
+        })
     }
 }
 

@@ -28,14 +28,25 @@
 //!   first `poll`, once. Records are `{"generation": n}`.
 //! - `split-fails`: `task-configs` fails retriably its first `fail.times` (default 2) calls on a
 //!   connector instance, then splits as usual.
+//! - `monitor-once`: like `resplit-once`, task configs carry `generation`, but the connector's
+//!   `monitor` reports the change, on its first call only (and asks for its next call in 200
+//!   ms); tasks never ask.
+//! - `monitor-fails`: the connector's `monitor` fails fatally.
 //! - `tasks` (any mode): how many task configs to return (at most `tasks.max`).
 
 use wasm_connect_sdk::{
-    Config, ConfigDef, ConfigType, Connector, Data, Error, Result, SourceConnector, SourceRecord,
-    SourceTask, Spec, export_source_connector, json, log, read_offsets,
+    Config, ConfigDef, ConfigType, Connector, Data, Error, MonitorReport, Result, SourceConnector,
+    SourceRecord, SourceTask, Spec, export_source_connector, json, log, read_offsets,
 };
 
-pub struct Misbehave;
+/// The running connector: what it counted so far (the worker keeps it between splits; each
+/// task has an instance of its own).
+pub struct Misbehave {
+    /// `task-configs` calls.
+    splits: u32,
+    /// `monitor` calls.
+    monitored: u32,
+}
 
 /// The spec's version: a marker a test can rewrite in the built file to make a second version
 /// of this plugin (same length, so the component stays valid).
@@ -66,15 +77,16 @@ const MODES: &[&str] = &[
     "topic-per-record",
     "resplit-once",
     "split-fails",
+    "monitor-once",
+    "monitor-fails",
 ];
-
-/// `task-configs` calls on this connector instance so far (a connector instance is kept by
-/// the worker between splits; each task has an instance of its own).
-static SPLITS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl Connector for Misbehave {
     fn create(_config: &Config) -> Result<Self> {
-        Ok(Self)
+        Ok(Self {
+            splits: 0,
+            monitored: 0,
+        })
     }
 
     fn spec() -> Spec {
@@ -146,7 +158,8 @@ impl Connector for Misbehave {
 
     fn task_configs(&mut self, config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
         sleep_if(config, "task-configs");
-        let split = SPLITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        self.splits += 1;
+        let split = self.splits;
         if config.string_or("mode", "") == "split-fails" {
             let fails: u32 = config.parse_or("fail.times", 2)?;
             if split <= fails {
@@ -158,10 +171,30 @@ impl Connector for Misbehave {
         let tasks: u32 = config.parse_or("tasks", 1)?;
         // Only these modes vary their split: the others keep one, however often they are asked.
         let task = match config.string_or("mode", "").as_str() {
-            "resplit-once" | "split-fails" => config.clone().with("generation", split.to_string()),
+            "resplit-once" | "split-fails" | "monitor-once" => {
+                config.clone().with("generation", split.to_string())
+            }
             _ => config.clone(),
         };
         Ok((0..tasks.min(max_tasks)).map(|_| task.clone()).collect())
+    }
+
+    fn monitor(&mut self, config: &Config) -> Result<MonitorReport> {
+        self.monitored += 1;
+        match config.string_or("mode", "").as_str() {
+            "monitor-once" if self.monitored == 1 => {
+                log::info("monitor: the work changed");
+                Ok(
+                    MonitorReport::reconfigure()
+                        .next_call_in(std::time::Duration::from_millis(200)),
+                )
+            }
+            "monitor-fails" => Err(Error::fatal(format!(
+                "monitor call {} fails on purpose",
+                self.monitored
+            ))),
+            _ => Ok(MonitorReport::unchanged()),
+        }
     }
 }
 
@@ -288,8 +321,8 @@ impl SourceTask for Task {
                     log::info(&message);
                 }
             }
-            "resplit-once" => {
-                if self.generation == 1 && !self.asked {
+            "resplit-once" | "monitor-once" => {
+                if self.mode == "resplit-once" && self.generation == 1 && !self.asked {
                     self.asked = true;
                     wasm_connect_sdk::request_reconfiguration();
                 }
