@@ -41,7 +41,13 @@ impl CallKind {
     pub fn of(function: &str) -> Self {
         match function {
             "flush" | "stop" => CallKind::Flush,
-            "spec" | "validate" | "task-configs" => CallKind::Config,
+            // Everything the connector instance does (the WIT's promise for `connector-instance`).
+            "spec"
+            | "validate"
+            | "task-configs"
+            | "monitor"
+            | "connector-instance.create"
+            | "connector-instance.stop" => CallKind::Config,
             _ => CallKind::Data,
         }
     }
