@@ -19,8 +19,10 @@ pub trait Connector: Sized + 'static {
     fn spec() -> Spec;
 
     /// Checks beyond what the worker does from `spec().config_defs` (required keys, value
-    /// types, allowed values). The default accepts everything. Called before `create`, and by
-    /// the REST validate endpoint without creating anything.
+    /// types, allowed values). The default accepts everything. Called before `create`. The REST
+    /// validate endpoint calls it and then, for a valid config, also creates the connector,
+    /// asks for its task configs and stops it (a split that fails for good is a problem with
+    /// the config).
     fn validate(_config: &Config) -> Vec<ConfigError> {
         Vec::new()
     }

@@ -12,7 +12,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::Value;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::control::Message;
@@ -77,11 +76,11 @@ pub(crate) enum Command {
         reply: Reply<()>,
     },
     AlterOffsets {
-        body: Value,
-        reply: Reply<Value>,
+        changes: Vec<super::offsets::ConnectorOffset>,
+        reply: Reply<()>,
     },
     ResetOffsets {
-        reply: Reply<Value>,
+        reply: Reply<()>,
     },
     /// The plugin directory changed: restart on the plugin build the config now resolves to,
     /// if that is another one.
@@ -286,8 +285,9 @@ impl Actor {
                 self.monitor_at = Some(tokio::time::Instant::now() + next);
                 if report.reconfigure {
                     tracing::info!(connector = %self.name, "the connector's monitor reported a change in its work");
-                    self.resplit_allowed = tokio::time::Instant::now() + RESPLIT_MIN_INTERVAL;
-                    self.resplit().await;
+                    // The same request as `context.request-reconfiguration`, under the same
+                    // interval: acted on at once, or when the interval since the last is over.
+                    self.reconfigure.notify_one();
                 }
             }
             Err(e) if e.is_retriable() => {
@@ -355,10 +355,10 @@ impl Actor {
             Command::RestartTask { id, reply } => {
                 let _ = reply.send(self.restart_task(id).await);
             }
-            Command::AlterOffsets { body, reply } => {
+            Command::AlterOffsets { changes, reply } => {
                 let outcome = async {
                     self.require_stopped()?;
-                    offsets::alter(&self.shared, &self.name, &self.view(), &body).await
+                    offsets::alter(&self.shared, &self.name, &self.view(), &changes).await
                 };
                 let _ = reply.send(outcome.await);
             }
@@ -386,7 +386,14 @@ impl Actor {
                 // Read once the tasks have stopped: their final counts and states.
                 let metrics: Vec<_> = self.tasks.iter().map(|t| Arc::clone(&t.metrics)).collect();
                 stop_all(&mut self.tasks).await;
-                self.replace_instance(None).await;
+                // The connector's `stop` gets the grace a task's does; past it, it is dropped.
+                let grace = self.shared.config.task.shutdown_grace;
+                if tokio::time::timeout(grace, self.replace_instance(None))
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(connector = %self.name, "the connector's stop did not return within {grace:?} (task.shutdown.graceful.timeout.ms); abandoned");
+                }
                 let done = metrics.iter().map(|m| m.done()).sum();
                 let failed = metrics
                     .iter()
@@ -417,8 +424,9 @@ impl Actor {
     ) -> Result<ConnectorInfo, HerderError> {
         self.target = target;
         match prepare(&self.shared, &self.config, Arc::clone(&self.reconfigure)).await {
-            Ok((prepared, instance)) => {
+            Ok((prepared, mut instance)) => {
                 if let Err(e) = self.admit(&prepared, target) {
+                    discard(&self.name, &mut instance).await;
                     if origin == Origin::Created {
                         return Err(e);
                     }
@@ -460,8 +468,11 @@ impl Actor {
         let target = self.target;
         let outcome = prepare(&self.shared, &config, Arc::clone(&self.reconfigure)).await;
         let (prepared, instance, retry) = match outcome {
-            Ok((prepared, instance)) => {
-                self.admit(&prepared, target)?;
+            Ok((prepared, mut instance)) => {
+                if let Err(e) = self.admit(&prepared, target) {
+                    discard(&config.name, &mut instance).await;
+                    return Err(e);
+                }
                 (prepared, instance, None)
             }
             Err(NotPrepared::Invalid(problems)) => {
@@ -565,22 +576,27 @@ impl Actor {
         let connector_failed = self.failure.is_some() || self.retrying.is_some();
         if !only_failed || connector_failed {
             match prepare(&self.shared, &self.config, Arc::clone(&self.reconfigure)).await {
-                Ok((prepared, instance)) => {
+                Ok((prepared, mut instance)) => {
                     // A new split that does not fit is refused; what runs keeps running.
-                    self.admit(&prepared, self.target)?;
+                    if let Err(e) = self.admit(&prepared, self.target) {
+                        discard(&self.name, &mut instance).await;
+                        return Err(e);
+                    }
                     let changed = self.prepared.as_ref().is_none_or(|p| {
                         p.task_configs != prepared.task_configs
                             || !same_build(&p.plugin, &prepared.plugin)
                     });
+                    // The old connector instance stops after the tasks it split for (which
+                    // keep running only when the new split is the same).
+                    if changed || connector_failed {
+                        stop_all(&mut self.tasks).await;
+                    }
                     self.prepared = Some(Arc::new(prepared));
                     self.replace_instance(Some(instance)).await;
                     self.failure = None;
                     self.retrying = None;
                     self.retry_at = None;
                     self.split_failures.clear();
-                    if changed || connector_failed {
-                        stop_all(&mut self.tasks).await;
-                    }
                 }
                 Err(NotPrepared::Invalid(problems)) => {
                     stop_all(&mut self.tasks).await;
@@ -831,6 +847,13 @@ impl Actor {
 
     fn publish(&self) {
         self.snapshot.publish(&self.name, self.view());
+    }
+}
+
+/// Stop a connector instance that will not run (refused, or replaced before it ran).
+async fn discard(name: &str, instance: &mut ConnectorInstance) {
+    if let Err(e) = instance.stop().await {
+        tracing::warn!(connector = %name, "the connector's stop failed: {e}");
     }
 }
 

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub use capacity::{Capacity, CapacityLimits, Claim};
+pub use offsets::ConnectorOffset;
 pub use progress::report_progress;
 pub use store::TargetState;
 pub use view::HIDDEN;
@@ -404,19 +405,18 @@ impl Herder {
             .await
     }
 
-    /// `PATCH /connectors/{name}/offsets` (the connector must be STOPPED).
+    /// Change a STOPPED connector's offsets (KIP-875's alter).
     pub async fn alter_offsets(
         &self,
         name: &str,
-        body: &serde_json::Value,
-    ) -> Result<serde_json::Value, HerderError> {
-        let body = body.clone();
-        self.command(name, |reply| Command::AlterOffsets { body, reply })
+        changes: Vec<ConnectorOffset>,
+    ) -> Result<(), HerderError> {
+        self.command(name, |reply| Command::AlterOffsets { changes, reply })
             .await
     }
 
-    /// `DELETE /connectors/{name}/offsets` (the connector must be STOPPED).
-    pub async fn reset_offsets(&self, name: &str) -> Result<serde_json::Value, HerderError> {
+    /// Forget a STOPPED connector's offsets (KIP-875's reset).
+    pub async fn reset_offsets(&self, name: &str) -> Result<(), HerderError> {
         self.command(name, |reply| Command::ResetOffsets { reply })
             .await
     }

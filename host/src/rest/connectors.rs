@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use super::error::{ApiError, JsonBody};
 use crate::config::ConnectorConfig;
 use crate::config::connector::describe;
-use crate::herder::{Herder, TargetState};
+use crate::herder::{ConnectorOffset, Herder, TargetState};
 
 type S = State<Arc<Herder>>;
 
@@ -265,23 +265,74 @@ pub async fn restart_task(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// `GET /connectors/{name}/offsets`: `{"offsets": [{"partition": {..}, "offset": {..}}]}`.
 pub async fn offsets(State(herder): S, Path(name): Path<String>) -> Result<Json<Value>, ApiError> {
-    Ok(Json(herder.offsets(&name).await?))
+    let offsets: Vec<Value> = herder
+        .offsets(&name)
+        .await?
+        .into_iter()
+        .map(|o| json!({"partition": o.partition, "offset": o.offset}))
+        .collect();
+    Ok(Json(json!({ "offsets": offsets })))
 }
 
+/// `PATCH /connectors/{name}/offsets` with `{"offsets": [{"partition": .., "offset": ..}]}`
+/// (an offset of `null` forgets that partition's).
 pub async fn alter_offsets(
     State(herder): S,
     Path(name): Path<String>,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(herder.alter_offsets(&name, &body).await?))
+    herder.alter_offsets(&name, offset_changes(&body)?).await?;
+    Ok(Json(
+        json!({"message": "The offsets for this connector have been altered successfully"}),
+    ))
 }
 
+/// The changes a `PATCH .../offsets` body asks for, or a 400 saying what it should look like.
+fn offset_changes(body: &Value) -> Result<Vec<ConnectorOffset>, ApiError> {
+    let entries = body
+        .get("offsets")
+        .and_then(Value::as_array)
+        .filter(|entries| !entries.is_empty())
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "the body must be {\"offsets\": [{\"partition\": {...}, \"offset\": {...}}]} with at least one entry",
+            )
+        })?;
+    entries
+        .iter()
+        .map(|e| {
+            let partition = e
+                .get("partition")
+                .filter(|p| p.is_object())
+                .ok_or_else(|| ApiError::bad_request("every entry needs a \"partition\" object"))?;
+            let offset = match e.get("offset") {
+                None | Some(Value::Null) => None,
+                Some(o) if o.is_object() => Some(o.clone()),
+                Some(_) => {
+                    return Err(ApiError::bad_request(
+                        "an \"offset\" must be an object or null",
+                    ));
+                }
+            };
+            Ok(ConnectorOffset {
+                partition: partition.clone(),
+                offset,
+            })
+        })
+        .collect()
+}
+
+/// `DELETE /connectors/{name}/offsets`.
 pub async fn reset_offsets(
     State(herder): S,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(herder.reset_offsets(&name).await?))
+    herder.reset_offsets(&name).await?;
+    Ok(Json(
+        json!({"message": "The offsets for this connector have been reset successfully"}),
+    ))
 }
 
 pub async fn topics(State(herder): S, Path(name): Path<String>) -> Result<Json<Value>, ApiError> {

@@ -1,5 +1,5 @@
-//! Plugin instances: the connector instance (spec, validate, task-configs) and one instance per
-//! task. Each owns its store; whoever owns the value is the only one calling into it, so guest
+//! Plugin instances: the connector instance (spec and validate; then the running connector's
+//! create, task-configs, monitor and stop) and one instance per task. Each owns its store; whoever owns the value is the only one calling into it, so guest
 //! state needs no locks and a trap poisons only this instance.
 
 use std::fmt;

@@ -32,7 +32,8 @@ pub enum CallKind {
     Data,
     /// `flush` and `stop`: may have a batch's worth of writing to finish.
     Flush,
-    /// `spec`, `validate` and `task-configs`: answered while a REST caller or the worker waits.
+    /// `spec`, `validate` and the connector instance's `create`, `task-configs`, `monitor` and
+    /// `stop`: answered while a REST caller or the worker waits.
     Config,
 }
 
@@ -73,7 +74,7 @@ pub struct Limits {
     pub call_wall: Duration,
     /// Wall-clock time one `flush` or `stop` may take.
     pub flush_wall: Duration,
-    /// Wall-clock time one `spec`, `validate` or `task-configs` may take.
+    /// Wall-clock time one `spec` or `validate`, or one call to a connector instance, may take.
     pub config_wall: Duration,
     /// Lines of output (stdout, stderr, `log`) the instance may write per second.
     pub log_lines_per_second: u32,
@@ -352,6 +353,18 @@ mod tests {
             Duration::from_secs(30)
         );
         assert_eq!(CallKind::of("put").key(), CALL_WALL_TIMEOUT_MS);
+        for connector_call in [
+            "connector-instance.create",
+            "task-configs",
+            "monitor",
+            "connector-instance.stop",
+        ] {
+            assert_eq!(
+                CallKind::of(connector_call).key(),
+                CONFIG_WALL_TIMEOUT_MS,
+                "{connector_call}"
+            );
+        }
     }
 
     #[test]

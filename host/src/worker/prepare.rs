@@ -252,7 +252,11 @@ pub(crate) async fn prepare(
             instance: Box::new(instance),
             error: e.to_string(),
         }),
-        Err(e) => Err(instance_error(e.to_string())),
+        Err(e) => {
+            // `create` may have succeeded: the plugin releases what it acquired.
+            let _ = instance.stop().await;
+            Err(instance_error(e.to_string()))
+        }
     }
 }
 

@@ -90,7 +90,15 @@ impl Connector for FileSource {
     }
 
     fn task_configs(&mut self, config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
-        let files = all_files(config)?;
+        // The first split fails on a directory it cannot list (a config or grant problem);
+        // a later one (after `monitor` saw a change) is retried instead.
+        let files = all_files(config).map_err(|e| {
+            if self.split.is_empty() {
+                e
+            } else {
+                Error::retriable(e.to_string())
+            }
+        })?;
         let configs = split_evenly(&files, max_tasks as usize)
             .into_iter()
             .map(|group| {
