@@ -1,4 +1,5 @@
-//! Names of the connector configuration keys the worker itself interprets, in one place.
+//! Constants for the connector configuration keys the worker matches on. The list of every key
+//! it interprets, with defaults and docs, is `config::keys::KEYS` (a test checks these are in it).
 
 /// Comma-separated host directories a plugin may read (granted read-only).
 pub const FS_READ: &str = "sandbox.fs.read";

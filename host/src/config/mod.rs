@@ -3,6 +3,7 @@
 
 pub mod connector;
 pub mod file;
+pub mod keys;
 pub mod properties;
 pub mod worker;
 

@@ -239,29 +239,15 @@ fn check_spec(spec: &PluginSpec, world: World) -> Result<(), String> {
     }
     // Keys the worker interprets are the operator's alone: a plugin must not define them (a
     // default for sandbox.fs.write would otherwise grant the plugin a directory).
-    if let Some(key) = spec.config.iter().find(|k| is_reserved(&k.name)) {
+    if let Some(key) = spec
+        .config
+        .iter()
+        .find(|k| crate::config::keys::is_reserved(&k.name))
+    {
         return Err(format!(
             "its spec() defines the config key {}, which the worker reserves; plugins may not define name, connector.class, tasks.max, connector.plugin.version, sandbox.*, task.restart.*, errors.*, key/value converter, topic.creation.* or batch and in-flight limit keys",
             key.name
         ));
     }
     Ok(())
-}
-
-/// Keys the worker interprets itself.
-fn is_reserved(key: &str) -> bool {
-    matches!(
-        key,
-        "name" | "connector.class" | "tasks.max" | "connector.plugin.version"
-    ) || crate::task::settings::OVERRIDABLE.contains(&key)
-        || [
-            "sandbox.",
-            "task.restart.",
-            "errors.",
-            "key.converter",
-            "value.converter",
-            "topic.creation.",
-        ]
-        .iter()
-        .any(|p| key.starts_with(p))
 }

@@ -92,19 +92,22 @@ pub struct Limits {
 }
 
 impl Default for Limits {
+    /// The key table's defaults (`config::keys`).
     fn default() -> Self {
-        Self {
-            memory_bytes: 256 * 1024 * 1024,
-            call_timeout: Duration::from_secs(10),
-            call_wall: Duration::from_secs(30),
-            flush_wall: Duration::from_secs(60),
-            config_wall: Duration::from_secs(30),
-            log_lines_per_second: 100,
-            log_bytes_per_second: 64 * 1024,
-            log_message_max_bytes: 8 * 1024,
-            handles_max: 256,
-            copy_bytes: 128 * 1024 * 1024,
-        }
+        let zero = Self {
+            memory_bytes: 0,
+            call_timeout: Duration::ZERO,
+            call_wall: Duration::ZERO,
+            flush_wall: Duration::ZERO,
+            config_wall: Duration::ZERO,
+            log_lines_per_second: 0,
+            log_bytes_per_second: 0,
+            log_message_max_bytes: 0,
+            handles_max: 0,
+            copy_bytes: 0,
+        };
+        zero.with_overrides(&crate::config::keys::defaults())
+            .unwrap_or_else(|e| panic!("the key table's sandbox defaults: {e}"))
     }
 }
 

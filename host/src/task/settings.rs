@@ -81,23 +81,31 @@ pub struct RunnerSettings {
 }
 
 impl Default for RunnerSettings {
+    /// The key table's defaults (`config::keys`).
     fn default() -> Self {
+        use crate::config::keys;
+        let zero = Self {
+            flush_interval: Duration::from_millis(keys::number("offset.flush.interval.ms")),
+            source_poll_max_records: 0,
+            source_max_in_flight: 0,
+            source_max_in_flight_bytes: 0,
+            sink_batch_max_records: 0,
+            record_max_bytes: 0,
+            source_partitions_max: 0,
+            stored_partitions_max: 0,
+            source_offset_max_bytes: 0,
+            record_max_headers: 0,
+            batch_max_bytes: 0,
+            topics_max: 0,
+            shutdown_grace: Duration::from_millis(keys::number(SHUTDOWN_GRACE_MS)),
+            monitor_interval: Duration::ZERO,
+        };
+        let settings = zero
+            .with_overrides(&keys::defaults())
+            .unwrap_or_else(|e| panic!("the key table's task defaults: {e}"));
         Self {
-            flush_interval: Duration::from_secs(10),
-            source_poll_max_records: 2000,
-            source_max_in_flight: 20_000,
-            source_max_in_flight_bytes: 64 * 1024 * 1024,
-            sink_batch_max_records: 2000,
-            // librdkafka's default `message.max.bytes`: a larger record could not be produced.
-            record_max_bytes: 1_000_000,
-            source_partitions_max: 10_000,
-            stored_partitions_max: 10_000,
-            source_offset_max_bytes: 16 * 1024,
-            record_max_headers: 1000,
-            batch_max_bytes: 64 * 1024 * 1024,
-            topics_max: 1000,
-            shutdown_grace: Duration::from_secs(5),
-            monitor_interval: Duration::from_secs(5),
+            stored_partitions_max: settings.source_partitions_max,
+            ..settings
         }
     }
 }

@@ -59,13 +59,16 @@ impl RestartPolicy {
 }
 
 impl Default for RestartPolicy {
+    /// The key table's defaults (`config::keys`).
     fn default() -> Self {
-        Self {
-            max_attempts: 5,
-            window: Duration::from_secs(600),
-            initial_backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(60),
-        }
+        let zero = Self {
+            max_attempts: 0,
+            window: Duration::ZERO,
+            initial_backoff: Duration::ZERO,
+            max_backoff: Duration::ZERO,
+        };
+        Self::configured(zero, &crate::config::keys::defaults())
+            .unwrap_or_else(|e| panic!("the key table's restart defaults: {e}"))
     }
 }
 

@@ -1,0 +1,708 @@
+//! Every configuration key the worker itself interprets, in one table: its name, how its value
+//! is read, its default, what it means, where it may be set (worker config, connector config or
+//! both: a worker default a connector may override) and whether a plugin may define it.
+//!
+//! The table is the single source of truth for defaults (`Limits`, `RunnerSettings`,
+//! `RestartPolicy` and the worker's own settings start from it), for the unknown-key warning of
+//! the worker config, for the keys a plugin's spec may not define, and for
+//! `docs/configuration.md` (a test checks that every key is documented there with this
+//! default).
+
+/// How a key's value is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An integer above zero.
+    PositiveInteger,
+    /// A whole number (some keys take -1 or 0 to mean something).
+    Integer,
+    /// `true` or `false`.
+    Boolean,
+    /// A comma-separated list.
+    List,
+    /// Anything else (names, addresses, paths, classes, expressions).
+    Text,
+}
+
+/// A key's default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyDefault {
+    /// No default: unset means "none" (or the key is required).
+    None,
+    /// This value.
+    Value(&'static str),
+    /// Worked out when the worker starts; the text says from what.
+    Computed(&'static str),
+}
+
+/// Where a key may be set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The worker config only.
+    Worker,
+    /// A connector config only.
+    Connector,
+    /// The worker config sets the default, a connector config may override it.
+    Both,
+}
+
+/// One key the worker interprets.
+#[derive(Debug, Clone, Copy)]
+pub struct Key {
+    /// The key.
+    pub name: &'static str,
+    /// How its value is read.
+    pub kind: Kind,
+    /// Its default.
+    pub default: KeyDefault,
+    /// What it means, in one line (docs/configuration.md says more).
+    pub doc: &'static str,
+    /// Where it may be set.
+    pub scope: Scope,
+}
+
+impl Key {
+    /// Whether a plugin's spec may not define this key: every key a connector config gives the
+    /// worker is the operator's alone (a plugin default for `sandbox.fs.write` would grant the
+    /// plugin a directory), except the topics, which plugins describe for their users.
+    pub fn reserved(&self) -> bool {
+        self.scope != Scope::Worker && !matches!(self.name, "topic" | "topics" | "topics.regex")
+    }
+}
+
+/// Families of connector keys the worker interprets beyond the table's (converter settings),
+/// reserved like the table's own.
+pub const RESERVED_PREFIXES: &[&str] = &[
+    "sandbox.",
+    "task.restart.",
+    "errors.",
+    "key.converter",
+    "value.converter",
+    "topic.creation.",
+];
+
+/// Whether a plugin's spec may not define `name`.
+pub fn is_reserved(name: &str) -> bool {
+    KEYS.iter().any(|k| k.name == name && k.reserved())
+        || RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// The key named `name`, if the worker interprets it.
+pub fn key(name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// The fixed defaults of the keys in `scope` (and those of `Both`), as config pairs: what the
+/// settings types start from.
+pub fn defaults() -> Vec<(String, String)> {
+    KEYS.iter()
+        .filter_map(|k| match k.default {
+            KeyDefault::Value(v) => Some((k.name.to_owned(), v.to_owned())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The fixed default of `name` as a number. The table's defaults are static data that a unit
+/// test parses, so an unknown or non-numeric one is a bug in the table, not input.
+pub fn number(name: &str) -> u64 {
+    match key(name).map(|k| k.default) {
+        Some(KeyDefault::Value(v)) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("the default of {name} in the key table is not a number")),
+        _ => panic!("{name} has no fixed default in the key table"),
+    }
+}
+
+/// Every key the worker interprets.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "name",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "The connector's unique name (required).",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "connector.class",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "The plugin that implements the connector: its spec name (required).",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "connector.plugin.version",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "Which installed version of the plugin to run: a version or a KIP-891 range (default: the highest).",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "tasks.max",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("1"),
+        doc: "The most tasks the connector may run.",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "bootstrap.servers",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "Kafka brokers, host:port[,host:port]. Without it the worker starts an embedded broker.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "plugin.path",
+        kind: Kind::Text,
+        default: KeyDefault::Value("dist/plugins"),
+        doc: "Directory of connector plugins (.wasm); watched for changes.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "data.dir",
+        kind: Kind::Text,
+        default: KeyDefault::Value("wasm-connect-data"),
+        doc: "Directory for offsets, connector state, the compile cache and the embedded broker.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "offset.flush.interval.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("10000"),
+        doc: "How often source offsets are flushed and sink offsets committed.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "key.converter",
+        kind: Kind::Text,
+        default: KeyDefault::Value("string"),
+        doc: "Default key converter: string, json or bytes (Kafka Connect class names work too).",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "value.converter",
+        kind: Kind::Text,
+        default: KeyDefault::Value("json"),
+        doc: "Default value converter: string, json or bytes.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "key.converter.schemas.enable",
+        kind: Kind::Boolean,
+        default: KeyDefault::Value("true"),
+        doc: "For the json converter: wrap keys in a {schema, payload} envelope.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "value.converter.schemas.enable",
+        kind: Kind::Boolean,
+        default: KeyDefault::Value("true"),
+        doc: "For the json converter: wrap values in a {schema, payload} envelope.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sandbox.memory.max.bytes",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("268435456"),
+        doc: "Default linear memory limit of a plugin instance.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sandbox.memory.reservation.bytes",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Computed("sandbox.memory.max.bytes"),
+        doc: "Address space reserved per instance for its linear memory; no connector's memory limit may exceed it. 4294967296 or more: no bounds checks in plugin code (fastest), at 4 GiB of address space per instance.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "sandbox.call.timeout.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("10000"),
+        doc: "Default CPU time limit of one call into a plugin.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sandbox.call.wall.timeout.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("30000"),
+        doc: "Default wall-clock deadline of one poll, put, commit, open, close or create call; past it the call and its instance are abandoned and the task fails.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sandbox.flush.wall.timeout.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("60000"),
+        doc: "Default wall-clock deadline of one flush or stop call.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sandbox.config.wall.timeout.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("30000"),
+        doc: "Default wall-clock deadline of one spec, validate or task-configs call (also when a plugin file is loaded).",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "tasks.max.per.worker",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Computed("from the machine"),
+        doc: "Most task instances this worker runs; beyond it connectors are refused. Default: the smaller of RAM / 1 MiB and (vm.max_map_count - 4096) / 4.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "tasks.max.per.connector",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Computed("1000"),
+        doc: "Most tasks one connector may ask for (tasks.max); default 1000, or tasks.max.per.worker if lower.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "sandbox.memory.budget.bytes",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Computed("4 x RAM"),
+        doc: "Sum of the memory limits (sandbox.memory.max.bytes) of every task instance; beyond it connectors are refused.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "sandbox.files.budget",
+        kind: Kind::Integer,
+        default: KeyDefault::Computed("open-file limit - reserve"),
+        doc: "Sum of the handle limits (sandbox.handles.max) of every task instance with a directory grant; beyond it such connectors are refused. Default: the open-file limit less a quarter of it (at least 256) kept for the worker.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "sandbox.log.lines.per.second",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("100"),
+        doc: "Default output lines (stdout, stderr, log) a plugin instance may write per second.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sandbox.log.bytes.per.second",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("65536"),
+        doc: "Default bytes of output (all lines together) a plugin instance may write per second, in bursts of ten seconds' worth.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sandbox.log.message.max.bytes",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("8192"),
+        doc: "Default longest log message or output line of a plugin; longer ones are cut, with a marker saying how much.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sandbox.handles.max",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("256"),
+        doc: "Default most handles (open files, directory streams, streams, pollables) one plugin instance may hold.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sandbox.call.copy.max.bytes",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("134217728"),
+        doc: "Default most bytes the worker copies out of a plugin in one crossing: a call's result, or the arguments of one call the plugin makes to the worker (and what offsets.read answers); each string and list is counted each time it is referenced.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "source.poll.max.records",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("2000"),
+        doc: "Most records asked of a source task per poll.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "source.max.in.flight.records",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("20000"),
+        doc: "Most records a source task may have sent but not acknowledged.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "source.max.in.flight.bytes",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("67108864"),
+        doc: "Most bytes a source task may have sent but not acknowledged.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sink.batch.max.records",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("2000"),
+        doc: "Most records handed to a sink task per put.",
+        scope: Scope::Both,
+    },
+    // librdkafka's default `message.max.bytes`: a larger record could not be produced.
+    Key {
+        name: "sandbox.record.max.bytes",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("1000000"),
+        doc: "Largest record (key, value and headers) allowed across the plugin boundary.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sandbox.record.max.headers",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("1000"),
+        doc: "Most header entries one record from a source plugin may carry.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sandbox.batch.max.bytes",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("67108864"),
+        doc: "Most bytes one polled batch may expand to on the host (shared spans and headers counted each time a record uses them).",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sandbox.source.offset.max.bytes",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("16384"),
+        doc: "Longest source partition or source offset (JSON text) of one record.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sandbox.source.partitions.max",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("10000"),
+        doc: "Most distinct source partitions one source task may track; a connector may have offsets stored for this many per task.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "sandbox.topics.max",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("1000"),
+        doc: "Most distinct topics one source connector may write to (and so create) since its active topics were last reset.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "connector.monitor.interval.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("5000"),
+        doc: "How often a running connector's monitor is called (contract 0.3.0 on).",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "topic.creation.enable",
+        kind: Kind::Boolean,
+        default: KeyDefault::Value("true"),
+        doc: "Create missing topics of source connectors (KIP-158 settings in the connector).",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "topic.creation.default.partitions",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("1"),
+        doc: "Partitions of a created topic unless the connector says otherwise.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "topic.creation.default.replication.factor",
+        kind: Kind::Integer,
+        default: KeyDefault::Value("-1"),
+        doc: "Replication of a created topic unless the connector says otherwise (-1: broker default).",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "plugin.scan.interval.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("2000"),
+        doc: "How often the plugin directory is checked for changes.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "embedded.broker.listener",
+        kind: Kind::Text,
+        default: KeyDefault::Value("127.0.0.1:9092"),
+        doc: "Where the embedded broker listens (only without bootstrap.servers).",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "worker.id",
+        kind: Kind::Text,
+        default: KeyDefault::Computed("hostname:pid"),
+        doc: "This worker's id in statuses.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "task.shutdown.graceful.timeout.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("5000"),
+        doc: "How long a stopping task's plugin may take to finish its call in progress and stop; past it the instance is abandoned (offsets of acknowledged records are still written).",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "task.restart.max.attempts",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("5"),
+        doc: "Restarts of a failed task within the window before it stays FAILED.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "task.restart.window.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("600000"),
+        doc: "The window in which restarts are counted.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "task.restart.backoff.initial.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("1000"),
+        doc: "Wait before the first restart; doubles per restart.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "task.restart.backoff.max.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("60000"),
+        doc: "Longest wait between restarts.",
+        scope: Scope::Both,
+    },
+    Key {
+        name: "listeners",
+        kind: Kind::Text,
+        default: KeyDefault::Value("http://127.0.0.1:8083"),
+        doc: "Where the REST API listens.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "rest.auth.token.file",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "File of bearer tokens the REST API accepts.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "rest.auth.basic.file",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "File of user:password lines the REST API accepts.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "topic",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "A source connector's default topic, and a topic it may write to.",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "topics",
+        kind: Kind::List,
+        default: KeyDefault::None,
+        doc: "What a sink connector consumes (or topics a source connector may write to).",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "topics.regex",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "What a sink connector consumes: every topic the expression matches.",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "sandbox.fs.read",
+        kind: Kind::List,
+        default: KeyDefault::None,
+        doc: "Absolute host directories the plugin may read.",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "sandbox.fs.write",
+        kind: Kind::List,
+        default: KeyDefault::None,
+        doc: "Absolute host directories the plugin may read and write.",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "sandbox.topics.write",
+        kind: Kind::List,
+        default: KeyDefault::None,
+        doc: "Topics a source connector may write to besides topic and topics.",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "sandbox.topics.write.regex",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "A regular expression of further topics a source connector may write to.",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "errors.tolerance",
+        kind: Kind::Text,
+        default: KeyDefault::Value("none"),
+        doc: "none: a record error fails the task; all: it is skipped (and dead-lettered).",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "errors.retry.timeout",
+        kind: Kind::Integer,
+        default: KeyDefault::Value("0"),
+        doc: "How long a retriable operation is retried, in ms (-1: forever).",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "errors.retry.delay.max.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("60000"),
+        doc: "Longest wait between retries.",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "errors.log.enable",
+        kind: Kind::Boolean,
+        default: KeyDefault::Value("false"),
+        doc: "Log every record error.",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "errors.log.include.messages",
+        kind: Kind::Boolean,
+        default: KeyDefault::Value("false"),
+        doc: "Include the record in the logged error.",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "errors.deadletterqueue.topic.name",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "The dead-letter queue topic (with errors.tolerance=all).",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "errors.deadletterqueue.context.headers.enable",
+        kind: Kind::Boolean,
+        default: KeyDefault::Value("false"),
+        doc: "Add __connect.errors.* headers to dead-lettered records.",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "errors.deadletterqueue.topic.replication.factor",
+        kind: Kind::Integer,
+        default: KeyDefault::Value("-1"),
+        doc: "Replication of the dead-letter topic when the worker creates it.",
+        scope: Scope::Connector,
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_is_listed_once_and_its_default_reads_as_its_kind() {
+        let mut seen = std::collections::HashSet::new();
+        for key in KEYS {
+            assert!(seen.insert(key.name), "{} is listed twice", key.name);
+            if let KeyDefault::Value(v) = key.default {
+                let ok = match key.kind {
+                    Kind::PositiveInteger => v.parse::<u64>().is_ok_and(|n| n > 0),
+                    Kind::Integer => v.parse::<i64>().is_ok(),
+                    Kind::Boolean => v == "true" || v == "false",
+                    Kind::List | Kind::Text => true,
+                };
+                assert!(
+                    ok,
+                    "the default of {} ({v}) is not a {:?}",
+                    key.name, key.kind
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_key_the_worker_names_elsewhere_is_in_the_table() {
+        use crate::config_keys::*;
+        let named = [
+            FS_READ,
+            FS_WRITE,
+            MEMORY_MAX_BYTES,
+            CALL_TIMEOUT_MS,
+            CALL_WALL_TIMEOUT_MS,
+            FLUSH_WALL_TIMEOUT_MS,
+            CONFIG_WALL_TIMEOUT_MS,
+            LOG_BYTES_PER_SECOND,
+            LOG_MESSAGE_MAX_BYTES,
+            HANDLES_MAX,
+            CALL_COPY_MAX_BYTES,
+            LOG_LINES_PER_SECOND,
+            TOPICS_WRITE,
+            TOPICS_WRITE_REGEX,
+            NAME,
+            CONNECTOR_CLASS,
+            TASKS_MAX,
+            crate::task::settings::SHUTDOWN_GRACE_MS,
+            crate::worker::RESTART_MAX_ATTEMPTS,
+            crate::worker::RESTART_WINDOW_MS,
+            crate::worker::RESTART_BACKOFF_INITIAL_MS,
+            crate::worker::RESTART_BACKOFF_MAX_MS,
+            crate::config::worker::MEMORY_RESERVATION,
+            crate::herder::capacity::TASKS_PER_WORKER,
+            crate::herder::capacity::TASKS_PER_CONNECTOR,
+            crate::herder::capacity::MEMORY_BUDGET,
+            crate::herder::capacity::FILES_BUDGET,
+        ];
+        let all = named
+            .iter()
+            .chain(crate::task::settings::OVERRIDABLE)
+            .chain(crate::errors::policy::KEYS);
+        for name in all {
+            assert!(key(name).is_some(), "{name} is not in the key table");
+        }
+    }
+
+    #[test]
+    fn the_settings_types_start_from_the_table() {
+        let limits = crate::sandbox::Limits::default();
+        assert_eq!(
+            limits.memory_bytes as u64,
+            number("sandbox.memory.max.bytes")
+        );
+        assert_eq!(
+            limits.copy_bytes as u64,
+            number("sandbox.call.copy.max.bytes")
+        );
+        let task = crate::task::RunnerSettings::default();
+        assert_eq!(
+            task.sink_batch_max_records as u64,
+            number("sink.batch.max.records")
+        );
+        assert_eq!(
+            task.monitor_interval.as_millis() as u64,
+            number("connector.monitor.interval.ms")
+        );
+        assert_eq!(task.stored_partitions_max, task.source_partitions_max);
+        let restart = crate::worker::RestartPolicy::default();
+        assert_eq!(
+            u64::from(restart.max_attempts),
+            number("task.restart.max.attempts")
+        );
+        // The error policy keeps Kafka Connect's defaults in its own `Default`; the table says
+        // the same.
+        assert_eq!(
+            crate::errors::ErrorPolicy::from_config(&defaults()).ok(),
+            Some(crate::errors::ErrorPolicy::default())
+        );
+    }
+
+    #[test]
+    fn the_operator_s_keys_are_reserved_and_topics_are_not() {
+        for name in [
+            "name",
+            "tasks.max",
+            "sandbox.fs.write",
+            "connector.monitor.interval.ms",
+            "source.poll.max.records",
+            "errors.tolerance",
+            "value.converter.schemas.enable",
+            "task.restart.max.attempts",
+        ] {
+            assert!(is_reserved(name), "{name}");
+        }
+        for name in ["topic", "topics", "file", "listeners"] {
+            assert!(!is_reserved(name), "{name}");
+        }
+    }
+}
