@@ -16,6 +16,8 @@
 //! - `file-source` over a directory notices files added while it runs (its `monitor`): the split
 //!   grows from 3 files to 5, every line of all 5 reaches the sink, and a neighbour connector
 //!   keeps its task.
+//! - A sink task whose partitions are revoked (a second worker joins its group) flushes and
+//!   commits them before the group moves them on: no record is written twice.
 
 use std::time::Duration;
 
@@ -561,5 +563,94 @@ async fn a_file_source_over_a_directory_splits_again_when_files_appear_and_loses
         "{log}"
     );
     let (status, log) = worker.stop();
+    assert!(status.success(), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sink_commits_revoked_partitions_before_the_group_moves_them_on() {
+    const COUNT: u64 = 4000;
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &["datagen"], &["flaky-sink"]);
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    // Offsets are committed only on revocation and at the end: a revocation given up before
+    // its commit would hand the new owner everything since the partition was assigned.
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+        ("offset.flush.interval.ms", "600000".to_owned()),
+    ];
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a_dir).unwrap();
+    std::fs::create_dir_all(&b_dir).unwrap();
+    let mut a = Worker::start(&a_dir, &settings, &[]);
+    let a_url = a.rest_url(Duration::from_secs(120));
+    let topic = unique_topic("revoked");
+    create_topic(&topic, 4).await;
+    let file = out.join("lines.txt");
+    // Each flush takes 1.5 s: the group must wait for it (and the commit after it) before the
+    // revoked partitions move to their new owner, or the new owner would read them again from
+    // an older commit.
+    let sink = json!({"connector.class": "flaky-sink", "topics": topic,
+        "file": file.display().to_string(), "fail.times": "0",
+        "sleep.in": "flush", "sleep.ms": "1500",
+        "sandbox.fs.write": out.display().to_string(), "value.converter": "string"});
+    assert_eq!(
+        create(&a_url, "sink", sink.clone()).await,
+        StatusCode::CREATED
+    );
+    let source = json!({"connector.class": "datagen", "topic": topic, "count": COUNT.to_string(),
+        "rate": "250", "value.converter": "string"});
+    assert_eq!(create(&a_url, "source", source).await, StatusCode::CREATED);
+    assert!(
+        eventually(Duration::from_secs(60), || lines(&file).len() >= 300),
+        "the sink consumes: {}",
+        a.log_text()
+    );
+
+    // A second worker runs the same sink connector: a new member of its consumer group, so
+    // the first worker's task gives up some of its partitions while records keep coming.
+    let mut b = Worker::start(&b_dir, &settings, &[]);
+    let b_url = b.rest_url(Duration::from_secs(120));
+    assert_eq!(create(&b_url, "sink", sink).await, StatusCode::CREATED);
+    assert!(
+        eventually(Duration::from_secs(60), || a
+            .log_text()
+            .contains("partitions revoked")
+            && b.log_text().contains(&format!("parts=[(\"{topic}\"",))),
+        "the first worker's task gives partitions up to the second's:\n{}\n{}",
+        a.log_text(),
+        b.log_text()
+    );
+
+    assert!(
+        eventually(Duration::from_secs(120), || lines(&file).len() as u64
+            >= COUNT),
+        "every record arrives: {} of {COUNT}\n{}",
+        lines(&file).len(),
+        a.log_text()
+    );
+    let got = lines(&file);
+    let ids: std::collections::BTreeMap<u64, usize> =
+        got.iter().fold(Default::default(), |mut seen, line| {
+            let value: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            *seen.entry(value["id"].as_u64().unwrap()).or_default() += 1;
+            seen
+        });
+    let twice: Vec<_> = ids.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "{} records were written twice (a revoked partition moved on before its commit): first {:?}",
+        twice.len(),
+        twice.iter().take(5).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        ids.keys().copied().collect::<Vec<_>>(),
+        (0..COUNT).collect::<Vec<_>>(),
+        "every record once"
+    );
+    let (status, log) = b.stop();
+    assert!(status.success(), "{log}");
+    let (status, log) = a.stop();
     assert!(status.success(), "{log}");
 }

@@ -1,14 +1,26 @@
 //! Consumers for sink tasks: group `connect-<connector>`, offsets committed only by the task
 //! runner (after the plugin's `flush`), cooperative rebalancing, and rebalance events passed to
 //! the runner so it can call the plugin's `open` / `close`.
+//!
+//! Revocations are part of the rebalance, as in Kafka Connect (whose consumer commits inside
+//! `onPartitionsRevoked`): the rebalance callback does not give revoked partitions up. It
+//! reports them, and the group waits (librdkafka's "wait for the unassign call") until the
+//! runner has flushed and committed them and calls [`SinkConsumer::release_revoked`]. So their
+//! next owner starts after what this task wrote, not from an older commit. Lost partitions
+//! (the session expired) are given up at once: nothing can be committed for them.
 
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::consumer::{
+    BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol, StreamConsumer,
+};
 use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
 use super::TracingContext;
@@ -18,7 +30,10 @@ use super::fetch_queues::{self, FetchQueues};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RebalanceEvent {
     Assigned(Vec<(String, i32)>),
+    /// Still assigned until the runner calls [`SinkConsumer::release_revoked`].
     Revoked(Vec<(String, i32)>),
+    /// Already given up: the group moved on without this consumer.
+    Lost(Vec<(String, i32)>),
 }
 
 /// Forwards rebalance events to the task runner, and splits each partition's fetch queue off
@@ -26,6 +41,11 @@ pub enum RebalanceEvent {
 pub struct SinkContext {
     events: mpsc::UnboundedSender<RebalanceEvent>,
     fetch: Arc<fetch_queues::Shared>,
+    /// Whether revocations wait for the runner (false once it stops: leaving the group must
+    /// not wait on a runner that is no longer there).
+    hold_revoked: AtomicBool,
+    /// Revoked partitions the runner has not released yet.
+    held: Mutex<Vec<(String, i32)>>,
 }
 
 impl ClientContext for SinkContext {
@@ -46,15 +66,68 @@ fn partitions(tpl: &rdkafka::TopicPartitionList) -> Vec<(String, i32)> {
 }
 
 impl ConsumerContext for SinkContext {
+    /// rdkafka's rebalance (pre, (un)assign, post), except that a cooperative revocation is
+    /// held for the runner, which releases it once the partitions are committed.
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        let (outcome, rebalance) = match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                self.pre_rebalance(consumer, &Rebalance::Assign(tpl));
+                let outcome = match consumer.rebalance_protocol() {
+                    RebalanceProtocol::Cooperative => consumer.incremental_assign(tpl),
+                    _ => consumer.assign(tpl),
+                };
+                (outcome, Rebalance::Assign(tpl))
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                let revoked = partitions(tpl);
+                self.fetch.revoke(&revoked);
+                let cooperative = matches!(
+                    consumer.rebalance_protocol(),
+                    RebalanceProtocol::Cooperative
+                );
+                if cooperative
+                    && !consumer.assignment_lost()
+                    && self.hold_revoked.load(Ordering::Acquire)
+                {
+                    self.held
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend(revoked.iter().cloned());
+                    let _ = self.events.send(RebalanceEvent::Revoked(revoked));
+                    return;
+                }
+                let _ = self.events.send(RebalanceEvent::Lost(revoked));
+                let outcome = if cooperative {
+                    consumer.incremental_unassign(tpl)
+                } else {
+                    consumer.unassign()
+                };
+                (outcome, Rebalance::Revoke(tpl))
+            }
+            other => {
+                tracing::error!("consumer group rebalance failed: {other:?}");
+                (
+                    consumer.unassign(),
+                    Rebalance::Error(KafkaError::Rebalance(other.into())),
+                )
+            }
+        };
+        if let Err(e) = outcome {
+            tracing::warn!("cannot apply the group's new assignment: {e}");
+        }
+        self.post_rebalance(consumer, &rebalance);
+    }
+
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(tpl) => self.fetch.split(consumer, &partitions(tpl)),
-            Rebalance::Revoke(tpl) => {
-                let revoked = partitions(tpl);
-                self.fetch.revoke(&revoked);
-                let _ = self.events.send(RebalanceEvent::Revoked(revoked));
-            }
-            Rebalance::Error(_) => {}
+            // `rebalance` handles revocations itself.
+            Rebalance::Revoke(_) | Rebalance::Error(_) => {}
         }
     }
 
@@ -94,6 +167,40 @@ impl SinkConsumer {
     /// The assigned partitions' queues.
     pub fn fetched(&self) -> &FetchQueues {
         &self.fetch
+    }
+
+    /// Give up the revoked partitions the group is waiting for (their offsets are committed,
+    /// or they never will be), so the rebalance can complete.
+    pub fn release_revoked(&self) {
+        let context = self.consumer.context();
+        let held = std::mem::take(&mut *context.held.lock().unwrap_or_else(|e| e.into_inner()));
+        if held.is_empty() {
+            return;
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (topic, partition) in &held {
+            let _ = tpl.add_partition_offset(topic, *partition, Offset::Invalid);
+        }
+        if let Err(e) = self.consumer.incremental_unassign(&tpl) {
+            tracing::warn!("cannot give up the revoked partitions {held:?}: {e}");
+        }
+    }
+
+    /// From now on revocations are not held for the runner (it is stopping), and any held one
+    /// is released.
+    pub fn stop_holding_revocations(&self) {
+        self.consumer
+            .context()
+            .hold_revoked
+            .store(false, Ordering::Release);
+        self.release_revoked();
+    }
+}
+
+impl Drop for SinkConsumer {
+    /// Closing the consumer revokes what it holds: that must not wait for a runner that is gone.
+    fn drop(&mut self) {
+        self.stop_holding_revocations();
     }
 }
 
@@ -192,6 +299,8 @@ pub fn create(
         .create_with_context(SinkContext {
             events: tx,
             fetch: Arc::clone(&fetch),
+            hold_revoked: AtomicBool::new(true),
+            held: Mutex::new(Vec::new()),
         })
         .map_err(|e| format!("cannot create the Kafka consumer: {e}"))?;
     let result = match subscription {

@@ -393,6 +393,8 @@ impl SinkRunner {
     /// close; a task that stops in order leaves, so its partitions move to the rest of the group
     /// without waiting for its session to time out.
     async fn leave_group(&self) {
+        // Nothing is flushed from here on: revocations go through at once.
+        self.consumer.stop_holding_revocations();
         self.consumer.unsubscribe();
         let deadline = Instant::now() + LEAVE_GRACE;
         // Serving the consumer queue runs the revocation; librdkafka sends the leave after it
@@ -655,8 +657,23 @@ impl SinkRunner {
                         revoked.insert(p.clone(), offset);
                     }
                 }
-                self.flush_and_commit(&mut revoked, CommitMode::Sync, false)
-                    .await?;
+                let committed = self
+                    .flush_and_commit(&mut revoked, CommitMode::Sync, false)
+                    .await;
+                let closed = self.instance.close(as_wit(&parts)).await;
+                // Still assigned until now: the group moves them on after this commit.
+                self.consumer.release_revoked();
+                committed?;
+                match closed {
+                    Err(e) if !e.is_retriable() => Err(Failure::from(e)),
+                    _ => Ok(()),
+                }
+            }
+            RebalanceEvent::Lost(parts) => {
+                tracing::warn!(connector = %self.connector, task = self.task, ?parts, "partitions lost (the group moved on without this task); what was not committed for them is consumed again by their new owner");
+                for p in &parts {
+                    positions.remove(p);
+                }
                 match self.instance.close(as_wit(&parts)).await {
                     Err(e) if !e.is_retriable() => Err(Failure::from(e)),
                     _ => Ok(()),

@@ -1,4 +1,4 @@
-//! Test plugin: a sink that appends each value as a line to `file`, but whose first
+//! Test plugin: a sink (`tasks.max` tasks) that appends each value as a line to `file`, but whose first
 //! `fail.times` calls to `put` fail with a retriable error (writing nothing), so a test can show
 //! the worker re-delivers the same batch and loses or reorders nothing. Values containing
 //! `reject` (when set) are reported as per-record failures from `put`, the first
@@ -17,6 +17,11 @@ pub struct FlakySink;
 impl Connector for FlakySink {
     fn create(_config: &Config) -> Result<Self> {
         Ok(Self)
+    }
+
+    /// `tasks.max` tasks, all consuming the same topics (the group shares the partitions out).
+    fn task_configs(&mut self, config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
+        Ok(vec![config.clone(); max_tasks as usize])
     }
 
     fn spec() -> Spec {
@@ -128,9 +133,12 @@ impl SinkTask for Task {
                     continue;
                 }
             }
+            // One write per line, so tasks appending to the same file never interleave.
+            let mut line = Vec::with_capacity(value.len() + 1);
+            line.extend_from_slice(value);
+            line.push(b'\n');
             self.file
-                .write_all(value)
-                .and_then(|()| self.file.write_all(b"\n"))
+                .write_all(&line)
                 .map_err(|e| Error::fatal(e.to_string()))?;
         }
         Ok(failures)
