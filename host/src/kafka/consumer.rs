@@ -7,7 +7,9 @@
 //! reports them, and the group waits (librdkafka's "wait for the unassign call") until the
 //! runner has flushed and committed them and calls [`SinkConsumer::release_revoked`]. So their
 //! next owner starts after what this task wrote, not from an older commit. Lost partitions
-//! (the session expired) are given up at once: nothing can be committed for them.
+//! (the session expired) are given up at once: nothing can be committed for them. Under the
+//! eager protocol (if an operator sets another `partition.assignment.strategy`) revocations are
+//! given up at once and committed right after, as before.
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,7 +32,8 @@ use super::fetch_queues::{self, FetchQueues};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RebalanceEvent {
     Assigned(Vec<(String, i32)>),
-    /// Still assigned until the runner calls [`SinkConsumer::release_revoked`].
+    /// Under the cooperative protocol, still assigned until the runner calls
+    /// [`SinkConsumer::release_revoked`].
     Revoked(Vec<(String, i32)>),
     /// Already given up: the group moved on without this consumer.
     Lost(Vec<(String, i32)>),
@@ -90,10 +93,8 @@ impl ConsumerContext for SinkContext {
                     consumer.rebalance_protocol(),
                     RebalanceProtocol::Cooperative
                 );
-                if cooperative
-                    && !consumer.assignment_lost()
-                    && self.hold_revoked.load(Ordering::Acquire)
-                {
+                let lost = consumer.assignment_lost();
+                if cooperative && !lost && self.hold_revoked.load(Ordering::Acquire) {
                     self.held
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -101,7 +102,14 @@ impl ConsumerContext for SinkContext {
                     let _ = self.events.send(RebalanceEvent::Revoked(revoked));
                     return;
                 }
-                let _ = self.events.send(RebalanceEvent::Lost(revoked));
+                // Given up at once: lost, or the eager protocol (an operator's
+                // `partition.assignment.strategy`), whose revocation the runner still commits
+                // right after, or the runner is stopping (it hears no more events).
+                let _ = self.events.send(if lost {
+                    RebalanceEvent::Lost(revoked)
+                } else {
+                    RebalanceEvent::Revoked(revoked)
+                });
                 let outcome = if cooperative {
                     consumer.incremental_unassign(tpl)
                 } else {

@@ -5,9 +5,10 @@
 //! - [`cache`]: compiled components on disk, keyed by content and engine.
 //! - [`capabilities`]: the only place a connector config turns into WASI permissions.
 //! - [`limits`]: memory and CPU limits per instance.
+//! - [`wit`]: the contract versions' bindings, one module each; the newest's types are the host's.
 //! - [`instance`]: connector and task instances, the typed calls into a plugin.
 //! - [`state`]: what a store holds, and the host side of the plugin's imports.
-//! - `packed`: unpacking contract 0.2.0's source batches, checking every rule.
+//! - `packed`: unpacking packed source batches (contract 0.2.0 on), checking every rule.
 //! - [`put_batch`]: a sink's batch, packed as its records are consumed.
 
 pub mod cache;
