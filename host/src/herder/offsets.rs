@@ -71,9 +71,8 @@ pub(crate) async fn alter(
                 .iter()
                 .map(|c| (c.partition.clone(), c.offset.clone()))
                 .collect();
-            shared
-                .offsets
-                .alter(name, &changes)
+            // The store writes (and syncs) its file: off the async threads.
+            crate::kafka::blocking(|| shared.offsets.alter(name, &changes))
                 .map_err(HerderError::Internal)
         }
         World::Sink => {
@@ -116,7 +115,9 @@ pub(crate) async fn reset(
 ) -> Result<(), HerderError> {
     let (kind, _) = kind_and_topics(name, view)?;
     match kind {
-        World::Source => shared.offsets.reset(name).map_err(HerderError::Internal),
+        World::Source => {
+            crate::kafka::blocking(|| shared.offsets.reset(name)).map_err(HerderError::Internal)
+        }
         World::Sink => {
             group_offsets::delete_group(&shared.bootstrap, &shared.config.admin, &group_of(name))
                 .await
