@@ -11,7 +11,8 @@
 //! - Each version's `Plugin` implements [`Contract`] in host types; [`Bindings`] holds one of
 //!   them, and `super::instance` calls it through `dispatch!`.
 //!
-//! Adding a version: its module (bindgen, imports delegating to the newest, `Contract`), a
+//! Adding a version: its module (bindgen, `worlds!`, the previous newest's imports now
+//! `delegate_imports!`, `Contract` with the shared call macros), a
 //! variant of [`Bindings`] with its arm in `dispatch!` and [`Bindings::instantiate`], its line
 //! in [`add_to_linker`], and its entry in `crate::plugin::contract::SUPPORTED`.
 
@@ -179,7 +180,7 @@ pub(crate) trait Contract: Sized {
 
 /// The error for a task call on a plugin of the other world (a worker bug: the host picks the
 /// task kind from the world).
-fn not_a(world: World) -> wasmtime::Error {
+pub(crate) fn not_a(world: World) -> wasmtime::Error {
     wasmtime::format_err!("worker bug: a {world} task call on a plugin that is not a {world}")
 }
 
@@ -201,9 +202,107 @@ macro_rules! on_connector {
 }
 pub(crate) use on_connector;
 
-/// `spec` and `validate`: plain functions of the `connector` interface in every version.
+/// What every version's module has alike, expanded in it: `Plugin` (the component as the world
+/// it implements, over that module's `source` and `sink` bindgen modules), its task exports, and
+/// `add_to_linker` for its imports (the sink world imports the same as the source world).
+macro_rules! worlds {
+    ($version:literal) => {
+        #[doc = concat!("A ", $version, " component, instantiated as the world it implements.")]
+        pub enum Plugin {
+            Source(source::SourceConnector),
+            Sink(sink::SinkConnector),
+        }
+
+        impl Plugin {
+            fn source(
+                &self,
+            ) -> wasmtime::Result<source::exports::wasm_connect::plugin::source::GuestSourceTask<'_>>
+            {
+                match self {
+                    Plugin::Source(b) => Ok(b.wasm_connect_plugin_source().source_task()),
+                    Plugin::Sink(_) => Err($crate::sandbox::wit::not_a($crate::plugin::World::Source)),
+                }
+            }
+
+            fn sink(
+                &self,
+            ) -> wasmtime::Result<sink::exports::wasm_connect::plugin::sink::GuestSinkTask<'_>> {
+                match self {
+                    Plugin::Sink(b) => Ok(b.wasm_connect_plugin_sink().sink_task()),
+                    Plugin::Source(_) => Err($crate::sandbox::wit::not_a($crate::plugin::World::Sink)),
+                }
+            }
+        }
+
+        /// Registers the imports of both worlds (the sink world imports the same).
+        pub fn add_to_linker(
+            linker: &mut wasmtime::component::Linker<$crate::sandbox::state::HostState>,
+        ) -> wasmtime::Result<()> {
+            source::SourceConnector::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+                linker,
+                |s| s,
+            )
+        }
+    };
+}
+pub(crate) use worlds;
+
+/// The imports of a version before the newest: each delegates to the newest's (the host's
+/// implementation), expanded where that version's `log`, `offsets` and `context` are in scope.
+macro_rules! delegate_imports {
+    () => {
+        impl log::Host for HostState {
+            fn log(&mut self, level: log::Level, message: String) {
+                use log::Level as L;
+                let level = match level {
+                    L::Trace => latest::log::Level::Trace,
+                    L::Debug => latest::log::Level::Debug,
+                    L::Info => latest::log::Level::Info,
+                    L::Warn => latest::log::Level::Warn,
+                    L::Error => latest::log::Level::Error,
+                };
+                latest::log::Host::log(self, level, message)
+            }
+        }
+
+        impl offsets::Host for HostState {
+            fn read(
+                &mut self,
+                source_partitions: Vec<String>,
+            ) -> wasmtime::Result<Vec<Option<String>>> {
+                latest::offsets::Host::read(self, source_partitions)
+            }
+        }
+
+        impl context::Host for HostState {
+            fn request_reconfiguration(&mut self) {
+                latest::context::Host::request_reconfiguration(self)
+            }
+        }
+    };
+}
+pub(crate) use delegate_imports;
+
+/// `instantiate`, `spec` and `validate`: the same in every version (`spec` and `validate` are plain
+/// functions of the `connector` interface in all of them).
 macro_rules! describe_calls {
     () => {
+        async fn instantiate(
+            store: &mut Store<HostState>,
+            component: &Component,
+            linker: &Linker<HostState>,
+            world: World,
+        ) -> wasmtime::Result<Self> {
+            Ok(match world {
+                World::Source => Plugin::Source(
+                    source::SourceConnector::instantiate_async(store, component, linker).await?,
+                ),
+                World::Sink => Plugin::Sink(
+                    sink::SinkConnector::instantiate_async(store, component, linker).await?,
+                ),
+            })
+        }
+
         async fn spec(&self, store: &mut Store<HostState>) -> wasmtime::Result<ConnectorSpec> {
             $crate::sandbox::wit::on_connector!(self, |c| c.call_spec(store).await)
         }

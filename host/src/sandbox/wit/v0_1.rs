@@ -9,7 +9,7 @@ use super::types::{
     Config, ConfigError, ConnectorSpec, PluginError, RecordFailure, SourcePosition, TopicPartition,
     TopicPartitionOffset,
 };
-use super::{Connector, Contract, MonitorReport, latest, not_a};
+use super::{Connector, Contract, MonitorReport, latest};
 use crate::plugin::World;
 use crate::sandbox::put_batch::PutBatch;
 use crate::sandbox::source_batch::Polled;
@@ -45,54 +45,9 @@ pub mod sink {
 
 use source::wasm_connect::plugin::{context, log, offsets};
 
-/// A 0.1.0 component, instantiated as the world it implements.
-pub enum Plugin {
-    Source(source::SourceConnector),
-    Sink(sink::SinkConnector),
-}
-
-impl Plugin {
-    fn source(
-        &self,
-    ) -> wasmtime::Result<source::exports::wasm_connect::plugin::source::GuestSourceTask<'_>> {
-        match self {
-            Plugin::Source(b) => Ok(b.wasm_connect_plugin_source().source_task()),
-            Plugin::Sink(_) => Err(not_a(World::Source)),
-        }
-    }
-
-    fn sink(
-        &self,
-    ) -> wasmtime::Result<sink::exports::wasm_connect::plugin::sink::GuestSinkTask<'_>> {
-        match self {
-            Plugin::Sink(b) => Ok(b.wasm_connect_plugin_sink().sink_task()),
-            Plugin::Source(_) => Err(not_a(World::Sink)),
-        }
-    }
-}
-
-/// Registers the imports of both worlds (the sink world imports the same).
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    source::SourceConnector::add_to_linker::<_, wasmtime::component::HasSelf<_>>(linker, |s| s)
-}
+super::worlds!("0.1.0");
 
 impl Contract for Plugin {
-    async fn instantiate(
-        store: &mut Store<HostState>,
-        component: &Component,
-        linker: &Linker<HostState>,
-        world: World,
-    ) -> wasmtime::Result<Self> {
-        Ok(match world {
-            World::Source => Plugin::Source(
-                source::SourceConnector::instantiate_async(store, component, linker).await?,
-            ),
-            World::Sink => Plugin::Sink(
-                sink::SinkConnector::instantiate_async(store, component, linker).await?,
-            ),
-        })
-    }
-
     super::describe_calls!();
     super::stateless_connector!();
 
@@ -120,28 +75,4 @@ impl Contract for Plugin {
     super::task_calls!();
 }
 
-impl log::Host for HostState {
-    fn log(&mut self, level: log::Level, message: String) {
-        use log::Level as L;
-        let level = match level {
-            L::Trace => latest::log::Level::Trace,
-            L::Debug => latest::log::Level::Debug,
-            L::Info => latest::log::Level::Info,
-            L::Warn => latest::log::Level::Warn,
-            L::Error => latest::log::Level::Error,
-        };
-        latest::log::Host::log(self, level, message)
-    }
-}
-
-impl offsets::Host for HostState {
-    fn read(&mut self, source_partitions: Vec<String>) -> wasmtime::Result<Vec<Option<String>>> {
-        latest::offsets::Host::read(self, source_partitions)
-    }
-}
-
-impl context::Host for HostState {
-    fn request_reconfiguration(&mut self) {
-        latest::context::Host::request_reconfiguration(self)
-    }
-}
+super::delegate_imports!();

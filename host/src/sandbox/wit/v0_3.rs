@@ -9,7 +9,7 @@ use super::types::{
     Config, ConfigError, ConnectorSpec, PluginError, RecordFailure, SourcePosition, TopicPartition,
     TopicPartitionOffset,
 };
-use super::{Connector, Contract, MonitorReport, not_a, on_connector};
+use super::{Connector, Contract, MonitorReport, on_connector};
 use crate::plugin::World;
 use crate::sandbox::put_batch::PutBatch;
 use crate::sandbox::source_batch::Polled;
@@ -44,31 +44,9 @@ pub mod sink {
 
 pub use source::wasm_connect::plugin::{batch, context, log, offsets, types};
 
-/// A 0.3.0 component, instantiated as the world it implements.
-pub enum Plugin {
-    Source(source::SourceConnector),
-    Sink(sink::SinkConnector),
-}
+super::worlds!("0.3.0");
 
 impl Plugin {
-    fn source(
-        &self,
-    ) -> wasmtime::Result<source::exports::wasm_connect::plugin::source::GuestSourceTask<'_>> {
-        match self {
-            Plugin::Source(b) => Ok(b.wasm_connect_plugin_source().source_task()),
-            Plugin::Sink(_) => Err(not_a(World::Source)),
-        }
-    }
-
-    fn sink(
-        &self,
-    ) -> wasmtime::Result<sink::exports::wasm_connect::plugin::sink::GuestSinkTask<'_>> {
-        match self {
-            Plugin::Sink(b) => Ok(b.wasm_connect_plugin_sink().sink_task()),
-            Plugin::Source(_) => Err(not_a(World::Sink)),
-        }
-    }
-
     fn resource(connector: &Connector) -> wasmtime::Result<ResourceAny> {
         match connector {
             Connector::Resource(handle) => Ok(*handle),
@@ -79,28 +57,7 @@ impl Plugin {
     }
 }
 
-/// Registers the imports of both worlds (the sink world imports the same).
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    source::SourceConnector::add_to_linker::<_, wasmtime::component::HasSelf<_>>(linker, |s| s)
-}
-
 impl Contract for Plugin {
-    async fn instantiate(
-        store: &mut Store<HostState>,
-        component: &Component,
-        linker: &Linker<HostState>,
-        world: World,
-    ) -> wasmtime::Result<Self> {
-        Ok(match world {
-            World::Source => Plugin::Source(
-                source::SourceConnector::instantiate_async(store, component, linker).await?,
-            ),
-            World::Sink => Plugin::Sink(
-                sink::SinkConnector::instantiate_async(store, component, linker).await?,
-            ),
-        })
-    }
-
     fn monitors(&self) -> bool {
         true
     }
