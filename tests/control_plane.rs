@@ -18,6 +18,8 @@
 //!   keeps its task.
 //! - A sink task whose partitions are revoked (a second worker joins its group) flushes and
 //!   commits them before the group moves them on: no record is written twice.
+//! - A sink task whose `put` fails retriably for about four `max.poll.interval.ms` stays in its
+//!   group (it polls the consumer while it backs off) and writes every record exactly once.
 
 use std::time::Duration;
 
@@ -569,10 +571,7 @@ async fn a_file_source_over_a_directory_splits_again_when_files_appear_and_loses
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sink_commits_revoked_partitions_before_the_group_moves_them_on() {
     const COUNT: u64 = 4000;
-    let dir = tempfile::tempdir().unwrap();
-    let plugins = plugins_with(dir.path(), &["datagen"], &["flaky-sink"]);
-    let out = dir.path().join("out");
-    std::fs::create_dir_all(&out).unwrap();
+    let (dir, plugins, out) = flaky_sink_setup();
     // Offsets are committed only on revocation and at the end: a revocation given up before
     // its commit would hand the new owner everything since the partition was assigned.
     let settings = vec![
@@ -630,13 +629,7 @@ async fn a_sink_commits_revoked_partitions_before_the_group_moves_them_on() {
         lines(&file).len(),
         a.log_text()
     );
-    let got = lines(&file);
-    let ids: std::collections::BTreeMap<u64, usize> =
-        got.iter().fold(Default::default(), |mut seen, line| {
-            let value: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
-            *seen.entry(value["id"].as_u64().unwrap()).or_default() += 1;
-            seen
-        });
+    let ids = written_ids(&file);
     let twice: Vec<_> = ids.iter().filter(|(_, n)| **n > 1).collect();
     assert!(
         twice.is_empty(),
@@ -653,4 +646,88 @@ async fn a_sink_commits_revoked_partitions_before_the_group_moves_them_on() {
     assert!(status.success(), "{log}");
     let (status, log) = a.stop();
     assert!(status.success(), "{log}");
+}
+
+/// A sink whose target stays away longer than `max.poll.interval.ms` keeps its place in the
+/// group: while the worker waits to deliver the batch again it keeps polling the consumer, so
+/// librdkafka neither takes the task out of the group nor hands its partitions on, and every
+/// record is written exactly once when the target is back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sink_stays_in_its_group_while_a_retriable_put_backs_off_past_the_poll_interval() {
+    const COUNT: u64 = 300;
+    let (dir, plugins, out) = flaky_sink_setup();
+    // The smallest poll interval the broker's default session bounds allow.
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+        ("consumer.session.timeout.ms", "6000".to_owned()),
+        ("consumer.heartbeat.interval.ms", "1000".to_owned()),
+        ("consumer.max.poll.interval.ms", "6000".to_owned()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    let topic = unique_topic("backoff");
+    create_topic(&topic, 2).await;
+    let source = json!({"connector.class": "datagen", "topic": topic,
+        "count": COUNT.to_string(), "value.converter": "string"});
+    assert_eq!(create(&url, "source", source).await, StatusCode::CREATED);
+    // Eight retriable failures back off 0.1 + 0.2 + ... + 6.4 + 10 s: about 23 s without a
+    // successful put, nearly four poll intervals.
+    let file = out.join("lines.txt");
+    let sink = json!({"connector.class": "flaky-sink", "topics": topic,
+        "file": file.display().to_string(), "fail.times": "8",
+        "sandbox.fs.write": out.display().to_string(), "value.converter": "string"});
+    assert_eq!(create(&url, "sink", sink).await, StatusCode::CREATED);
+    assert!(
+        eventually(Duration::from_secs(120), || lines(&file).len() as u64
+            >= COUNT),
+        "every record arrives once the target is back: {} of {COUNT}\n{}",
+        lines(&file).len(),
+        worker.log_text()
+    );
+    let log = worker.log_text();
+    assert_eq!(
+        log.matches("delivering the same").count(),
+        8,
+        "the batch was delivered again after each failure:\n{log}"
+    );
+    for sign in [
+        "maximum poll interval",
+        "partitions lost",
+        "partitions revoked",
+    ] {
+        assert!(
+            !log.contains(sign),
+            "the task left its group ({sign:?}) while backing off:\n{log}"
+        );
+    }
+    let ids = written_ids(&file);
+    assert_eq!(
+        ids.into_iter().collect::<Vec<_>>(),
+        (0..COUNT).map(|id| (id, 1)).collect::<Vec<_>>(),
+        "every record exactly once"
+    );
+    let (status, log) = worker.stop();
+    assert!(status.success(), "{log}");
+}
+
+/// A temporary directory with `datagen` and `flaky-sink` deployed: (it, the plugin directory,
+/// an output directory for the sink).
+fn flaky_sink_setup() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &["datagen"], &["flaky-sink"]);
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    (dir, plugins, out)
+}
+
+/// How many times each datagen record id was written to `file`, one JSON value per line.
+fn written_ids(file: &std::path::Path) -> std::collections::BTreeMap<u64, usize> {
+    lines(file)
+        .iter()
+        .fold(Default::default(), |mut seen, line| {
+            let value: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            *seen.entry(value["id"].as_u64().unwrap()).or_default() += 1;
+            seen
+        })
 }

@@ -10,7 +10,15 @@
 //! (the session expired) are given up at once: nothing can be committed for them. Under the
 //! eager protocol (if an operator sets another `partition.assignment.strategy`) revocations are
 //! given up at once and committed right after, as before.
+//!
+//! While the runner waits on the plugin (a `put`, or the backoff before a retriable `put` is
+//! delivered again) it keeps serving the consumer queue ([`SinkConsumer::serve`]): librdkafka
+//! runs rebalance callbacks only there, and counts the time since the application last polled
+//! against `max.poll.interval.ms`, past which it takes the task out of the group. Serving hands
+//! no message out of turn: one that comes out of the consumer queue meanwhile (a partition
+//! whose queue could not be split) is kept and handed out first ([`SinkConsumer::take_carried`]).
 
+use std::collections::VecDeque;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,6 +29,7 @@ use rdkafka::consumer::{
     BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol, StreamConsumer,
 };
 use rdkafka::error::KafkaError;
+use rdkafka::message::OwnedMessage;
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
@@ -146,12 +155,18 @@ impl ConsumerContext for SinkContext {
     }
 }
 
+/// How many messages [`SinkConsumer::serve`] keeps at most.
+const CARRIED_MAX: usize = 10_000;
+
 /// A sink task's consumer: rdkafka's, for the consumer queue (rebalances, errors, commits, and
 /// messages of any partition not split), and the split partition queues that hold its messages.
 pub struct SinkConsumer {
     // Dropped first: every queue handle must go before the consumer does.
     fetch: FetchQueues,
     consumer: StreamConsumer<SinkContext>,
+    /// Messages that came out of the consumer queue while it was only being served, in the
+    /// order they came; handed out before anything else.
+    carried: Mutex<VecDeque<OwnedMessage>>,
 }
 
 impl SinkConsumer {
@@ -192,6 +207,38 @@ impl SinkConsumer {
         if let Err(e) = self.consumer.incremental_unassign(&tpl) {
             tracing::warn!("cannot give up the revoked partitions {held:?}: {e}");
         }
+    }
+
+    /// Wait for the consumer queue's next event, serving it: rebalance callbacks run, the wait
+    /// counts as the application polling (`max.poll.interval.ms`), and a message is kept for
+    /// [`SinkConsumer::take_carried`] instead of being handed out. Returns the consumer's
+    /// error, if that is what came. Cancel-safe: dropping the future loses nothing.
+    pub async fn serve(&self) -> Option<KafkaError> {
+        // Kept messages cost memory, and a partition whose queue was not split keeps feeding
+        // the consumer queue: past this many, wait as before (the caller's work decides).
+        if self.lock_carried().len() >= CARRIED_MAX {
+            return std::future::pending().await;
+        }
+        match self.consumer.recv().await {
+            Ok(message) => {
+                let owned = message.detach();
+                self.lock_carried().push_back(owned);
+                None
+            }
+            Err(e) => Some(e),
+        }
+    }
+
+    /// Up to `max` of the messages [`SinkConsumer::serve`] kept, oldest first.
+    pub fn take_carried(&self, max: usize) -> Vec<OwnedMessage> {
+        let mut carried = self.lock_carried();
+        let n = carried.len().min(max);
+        carried.drain(..n).collect()
+    }
+
+    fn lock_carried(&self) -> std::sync::MutexGuard<'_, VecDeque<OwnedMessage>> {
+        // A panic while holding the lock leaves the queue itself consistent.
+        self.carried.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// From now on revocations are not held for the runner (it is stopping), and any held one
@@ -329,6 +376,7 @@ pub fn create(
     let consumer = SinkConsumer {
         fetch: FetchQueues::new(fetch),
         consumer,
+        carried: Mutex::default(),
     };
     Ok((consumer, rx))
 }

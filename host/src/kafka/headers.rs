@@ -17,7 +17,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
 use rdkafka::bindings as rdsys;
-use rdkafka::message::{BorrowedHeaders, BorrowedMessage, Message};
+use rdkafka::message::{BorrowedHeaders, BorrowedMessage, Message, OwnedMessage};
 
 /// The librdkafka release (`rd_kafka_version()`) whose `rd_kafka_msg_t` [`MsgPrefix`] mirrors.
 pub const LAYOUT_VERSION: c_int = 0x020c_01ff;
@@ -60,6 +60,32 @@ impl NativeMessage for BorrowedMessage<'_> {
 impl NativeMessage for super::fetch_queues::Fetched<'_> {
     fn native(&self) -> *const rdsys::rd_kafka_message_t {
         self.ptr()
+    }
+}
+
+/// A consumed message of any kind, with its headers read the cheapest way that kind allows.
+pub trait ConsumedMessage: Message {
+    /// The message's headers, or `None` when it has none.
+    fn headers_fast(&self) -> Option<&Self::Headers>;
+}
+
+impl ConsumedMessage for BorrowedMessage<'_> {
+    fn headers_fast(&self) -> Option<&BorrowedHeaders> {
+        headers(self)
+    }
+}
+
+impl ConsumedMessage for super::fetch_queues::Fetched<'_> {
+    fn headers_fast(&self) -> Option<&BorrowedHeaders> {
+        headers(self)
+    }
+}
+
+/// A message kept by the runner (see `SinkConsumer::take_carried`): its headers were copied
+/// out when it was detached.
+impl ConsumedMessage for OwnedMessage {
+    fn headers_fast(&self) -> Option<&Self::Headers> {
+        self.headers()
     }
 }
 

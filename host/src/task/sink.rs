@@ -1,5 +1,7 @@
 //! The sink task loop. Consumed messages are converted and handed to the plugin's `put` in
-//! batches; a retriable error delivers the same batch again after a backoff. Every
+//! batches; a retriable error delivers the same batch again after a backoff. While it waits on
+//! the plugin (an answer, or a backoff) the loop keeps serving the consumer queue, so the task
+//! stays in its group however long the target is away (see `kafka::consumer`). Every
 //! `offset.flush.interval.ms` (and on stop) the plugin's `flush` says which offsets are safe,
 //! and exactly those are committed to the consumer group.
 //!
@@ -30,7 +32,7 @@ use crate::convert::Converter;
 use crate::errors::dlq::FailedRecord;
 use crate::errors::{ErrorReporter, RecordError, Stage};
 use crate::kafka::consumer::{RebalanceEvent, SinkConsumer};
-use crate::kafka::headers::NativeMessage;
+use crate::kafka::headers::ConsumedMessage;
 use crate::kafka::producer::{AckTarget, Report};
 use crate::offsets::Submitted;
 use crate::sandbox::wit::types::{SinkRecord, TopicPartition, TopicPartitionOffset};
@@ -91,6 +93,11 @@ const LEAVE_GRACE: Duration = Duration::from_secs(5);
 
 /// How long a flush waits for dead-letter acknowledgements.
 const DEAD_LETTER_GRACE: Duration = Duration::from_secs(30);
+
+/// How often a task waiting on its plugin polls the consumer queue when nothing wakes it:
+/// librdkafka counts polls, not waits, against `max.poll.interval.ms`, which cannot usefully be
+/// set below the broker's smallest session timeout (6 s by default).
+const SERVE_EVERY: Duration = Duration::from_millis(500);
 
 impl Outstanding {
     fn target(&self) -> AckTarget {
@@ -291,6 +298,14 @@ impl SinkRunner {
             consumed: BTreeMap::new(),
         };
         let max = self.settings.sink_batch_max_records;
+        // Messages kept while the consumer queue was served during a wait came out of it
+        // before anything still in it.
+        for m in self.consumer.take_carried(max) {
+            self.add(&m, keep_raw, batch, &mut collected).await?;
+        }
+        if collected.count >= max {
+            return Ok(collected);
+        }
         // The consumer queue first: polling it serves rebalances (whose events the loop then
         // handles) and errors, and brings messages of any partition not split off.
         // One stream for the whole batch: each `recv` makes (and drops) a stream, which
@@ -323,7 +338,7 @@ impl SinkRunner {
     /// Convert and pack one consumed message, noting how far its partition was consumed.
     async fn add(
         &self,
-        m: &impl NativeMessage,
+        m: &impl ConsumedMessage,
         keep_raw: bool,
         batch: &mut PutBatch,
         collected: &mut Collected,
@@ -375,6 +390,37 @@ impl SinkRunner {
         if let Some(held) = crate::kafka::repeats().admit(&key) {
             tracing::warn!(connector = %self.connector, task = self.task, "consumer: {error}{}", crate::kafka::held_back(held));
         }
+    }
+
+    /// Run `work` (a wait on the plugin) while serving the consumer queue, so rebalances are
+    /// heard and the task is not taken out of its group for not polling.
+    async fn serving<T>(&self, work: impl Future<Output = T>) -> T {
+        let mut work = std::pin::pin!(work);
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut work => return out,
+                error = self.consumer.serve() => if let Some(e) = error {
+                    self.consumer_error(&e);
+                },
+                () = tokio::time::sleep(SERVE_EVERY) => {}
+            }
+        }
+    }
+
+    /// Sleep for a retry's backoff while serving the consumer queue; a stop request ends it.
+    async fn back_off(&self, wait: Duration, stop: &watch::Receiver<Control>) {
+        let mut stop = stop.clone();
+        self.serving(async {
+            let deadline = tokio::time::Instant::now() + wait;
+            while control(&stop) != Control::Stop {
+                tokio::select! {
+                    () = tokio::time::sleep_until(deadline) => return,
+                    changed = stop.changed() => if changed.is_err() { return },
+                }
+            }
+        })
+        .await;
     }
 
     /// Show in the task's status whether it has partitions to consume.
@@ -469,7 +515,7 @@ impl SinkRunner {
             }
             let wait = backoff(retry).min(policy.retry_delay_max);
             retry += 1;
-            tokio::time::sleep(wait).await;
+            self.back_off(wait, stop).await;
             self.errors
                 .counts()
                 .total_retries
@@ -508,7 +554,10 @@ impl SinkRunner {
         let mut attempt = 0;
         loop {
             let grace = self.settings.shutdown_grace;
-            let Some(taken) = answer_or_stop(pending.take(), stop, grace).await else {
+            let Some(taken) = self
+                .serving(answer_or_stop(pending.take(), stop, grace))
+                .await
+            else {
                 self.instance.abandon();
                 return Err(Failure::from(format!(
                     "put did not return within {} ms of the stop request (task.shutdown.graceful.timeout.ms); the plugin instance was abandoned and the batch will be delivered again",
@@ -525,15 +574,21 @@ impl SinkRunner {
                     return Ok((batch, failures));
                 }
                 Err(e) if e.is_retriable() => {
-                    if control(stop) == Control::Stop {
-                        return Err(Failure::from(format!(
+                    let stopping = || {
+                        Err(Failure::from(format!(
                             "{e} (stopping before the batch was written)"
-                        )));
+                        )))
+                    };
+                    if control(stop) == Control::Stop {
+                        return stopping();
                     }
                     let wait = backoff(attempt);
                     attempt += 1;
                     tracing::warn!(connector = %self.connector, task = self.task, "{e}; delivering the same {} records again in {wait:?}", batch.len());
-                    tokio::time::sleep(wait).await;
+                    self.back_off(wait, stop).await;
+                    if control(stop) == Control::Stop {
+                        return stopping();
+                    }
                     pending = self.instance.put(batch);
                 }
                 Err(e) => return Err(Failure::from(e)),
@@ -761,7 +816,7 @@ impl SinkRunner {
 /// Convert a consumed message and pack it into `batch`; `false` when it failed and error
 /// handling skipped it.
 async fn convert(
-    m: &impl NativeMessage,
+    m: &impl ConsumedMessage,
     topic: &str,
     (key_converter, value_converter): (&Converter, &Converter),
     record_max_bytes: usize,
@@ -769,7 +824,7 @@ async fn convert(
     dead_letters: &Outstanding,
     batch: &mut PutBatch,
 ) -> Result<bool, Failure> {
-    let headers = crate::kafka::headers::headers(m);
+    let headers = m.headers_fast();
     let header_bytes: usize = headers.map_or(0, |hs| {
         hs.iter()
             .map(|h| h.key.len() + h.value.map_or(0, <[u8]>::len))
