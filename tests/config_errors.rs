@@ -45,7 +45,7 @@ fn bad_worker_values_name_the_file_key_and_value() {
     assert!(!ok);
     assert!(err.contains("worker.properties"), "{err}");
     assert!(
-        err.contains("offset.flush.interval.ms: \"soon\" is not an integer"),
+        err.contains("offset.flush.interval.ms: \"soon\" is not a positive integer"),
         "{err}"
     );
     assert!(

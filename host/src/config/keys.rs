@@ -3,7 +3,9 @@
 //! both: a worker default a connector may override) and whether a plugin may define it.
 //!
 //! The table is the single source of truth for defaults (`Limits`, `RunnerSettings`,
-//! `RestartPolicy` and the worker's own settings start from it), for the unknown-key warning of
+//! `RestartPolicy` and the worker's own settings start from it), for how the numeric and
+//! boolean keys are read ([`read_number`], [`read_bool`]: the key's kind decides what it takes
+//! and the error says so), for the unknown-key warning of
 //! the worker config, for the keys a plugin's spec may not define, and for
 //! `docs/configuration.md` (a test checks that every key is documented there with this
 //! default).
@@ -13,6 +15,10 @@
 pub enum Kind {
     /// An integer above zero.
     PositiveInteger,
+    /// An integer of zero or more.
+    Count,
+    /// An integer of at least this much.
+    AtLeast(u64),
     /// A whole number (some keys take -1 or 0 to mean something).
     Integer,
     /// `true` or `false`.
@@ -21,6 +27,47 @@ pub enum Kind {
     List,
     /// Anything else (names, addresses, paths, classes, expressions).
     Text,
+}
+
+impl Kind {
+    /// `raw` read as a number of this kind; the error says what was given and what the kind
+    /// takes (the caller names the key).
+    pub fn number(self, raw: &str) -> Result<u64, String> {
+        let n = raw.trim().parse::<u64>().ok();
+        let (min, takes) = match self {
+            Kind::PositiveInteger => (1, "a positive integer".to_owned()),
+            Kind::Count => (0, "a non-negative integer".to_owned()),
+            Kind::AtLeast(min) => (min, format!("an integer >= {min}")),
+            other => return Err(format!("is read as {other:?}, not as a number")),
+        };
+        n.filter(|n| *n >= min)
+            .ok_or_else(|| format!("{raw:?} is not {takes}"))
+    }
+
+    /// `raw` read as `true` or `false` (any case).
+    pub fn boolean(raw: &str) -> Result<bool, String> {
+        match raw.trim() {
+            v if v.eq_ignore_ascii_case("true") => Ok(true),
+            v if v.eq_ignore_ascii_case("false") => Ok(false),
+            _ => Err(format!("{raw:?} must be true or false")),
+        }
+    }
+}
+
+/// How the value of key `name` is read (`Text` for a key the worker does not interpret).
+pub fn kind(name: &str) -> Kind {
+    key(name).map_or(Kind::Text, |k| k.kind)
+}
+
+/// `raw`, the value given for key `name`, read as the number the key's kind takes; the error
+/// names the key.
+pub fn read_number(name: &str, raw: &str) -> Result<u64, String> {
+    kind(name).number(raw).map_err(|e| format!("{name}: {e}"))
+}
+
+/// `raw`, the value given for the boolean key `name`; the error names the key.
+pub fn read_bool(name: &str, raw: &str) -> Result<bool, String> {
+    Kind::boolean(raw).map_err(|e| format!("{name}: {e}"))
 }
 
 /// A key's default.
@@ -208,7 +255,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "sandbox.memory.reservation.bytes",
-        kind: Kind::PositiveInteger,
+        kind: Kind::AtLeast(64 * 1024),
         default: KeyDefault::Computed("sandbox.memory.max.bytes"),
         doc: "Address space reserved per instance for its linear memory; no connector's memory limit may exceed it. 4294967296 or more: no bounds checks in plugin code (fastest), at 4 GiB of address space per instance.",
         scope: Scope::Worker,
@@ -264,7 +311,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "sandbox.files.budget",
-        kind: Kind::Integer,
+        kind: Kind::Count,
         default: KeyDefault::Computed("open-file limit - reserve"),
         doc: "Sum of the handle limits (sandbox.handles.max) of every task instance with a directory grant; beyond it such connectors are refused. Default: the open-file limit less a quarter of it (at least 256) kept for the worker.",
         scope: Scope::Worker,
@@ -405,7 +452,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "plugin.scan.interval.ms",
-        kind: Kind::PositiveInteger,
+        kind: Kind::AtLeast(10),
         default: KeyDefault::Value("2000"),
         doc: "How often the plugin directory is checked for changes.",
         scope: Scope::Worker,
@@ -433,7 +480,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "task.restart.max.attempts",
-        kind: Kind::PositiveInteger,
+        kind: Kind::Count,
         default: KeyDefault::Value("5"),
         doc: "Restarts of a failed task within the window before it stays FAILED.",
         scope: Scope::Both,
@@ -592,13 +639,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn numbers_and_booleans_are_read_as_their_key_kind_with_errors_that_name_the_key() {
+        assert_eq!(read_number("tasks.max", " 3 "), Ok(3));
+        assert_eq!(
+            read_number("tasks.max", "0"),
+            Err(r#"tasks.max: "0" is not a positive integer"#.to_owned())
+        );
+        assert_eq!(read_number("task.restart.max.attempts", "0"), Ok(0));
+        assert_eq!(
+            read_number("task.restart.max.attempts", "-1"),
+            Err(r#"task.restart.max.attempts: "-1" is not a non-negative integer"#.to_owned())
+        );
+        assert_eq!(
+            read_number("plugin.scan.interval.ms", "9"),
+            Err(r#"plugin.scan.interval.ms: "9" is not an integer >= 10"#.to_owned())
+        );
+        assert_eq!(read_number("plugin.scan.interval.ms", "10"), Ok(10));
+        assert!(read_number("connector.class", "1").is_err());
+        assert_eq!(read_bool("errors.log.enable", "TRUE"), Ok(true));
+        assert_eq!(
+            read_bool("errors.log.enable", "yes"),
+            Err(r#"errors.log.enable: "yes" must be true or false"#.to_owned())
+        );
+    }
+
+    #[test]
     fn every_key_is_listed_once_and_its_default_reads_as_its_kind() {
         let mut seen = std::collections::HashSet::new();
         for key in KEYS {
             assert!(seen.insert(key.name), "{} is listed twice", key.name);
             if let KeyDefault::Value(v) = key.default {
                 let ok = match key.kind {
-                    Kind::PositiveInteger => v.parse::<u64>().is_ok_and(|n| n > 0),
+                    Kind::PositiveInteger | Kind::Count | Kind::AtLeast(_) => {
+                        key.kind.number(v).is_ok()
+                    }
                     Kind::Integer => v.parse::<i64>().is_ok(),
                     Kind::Boolean => v == "true" || v == "false",
                     Kind::List | Kind::Text => true,

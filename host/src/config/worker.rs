@@ -88,64 +88,45 @@ impl WorkerConfig {
                 "is set by the worker for each sink task (wasm-connect-<connector>-<task>-<worker instance>), so that a task restarted after a crash rejoins its group at once; one value for every consumer would fence all but one of them. Remove it",
             ));
         }
-        // Keys without a fixed default in the key table pass theirs.
-        let mut number_or = |key: &str, default: u64, min: u64| -> u64 {
-            match get(key) {
-                None => default,
-                Some(raw) => match raw.parse::<u64>() {
-                    Ok(v) if v >= min => v,
-                    _ => {
-                        problems.push(Problem::new(
-                            key,
-                            format!("{raw:?} is not an integer >= {min}"),
-                        ));
-                        default
-                    }
-                },
-            }
+        // Keys without a fixed default in the key table pass theirs; the table's kind says what
+        // each takes.
+        let mut number_or = |key: &str, default: u64| -> u64 {
+            let Some(raw) = get(key) else {
+                return default;
+            };
+            super::keys::kind(key).number(raw).unwrap_or_else(|e| {
+                problems.push(Problem::new(key, e));
+                default
+            })
         };
         let fixed = super::keys::number;
         let flush_ms = number_or(
             "offset.flush.interval.ms",
             fixed("offset.flush.interval.ms"),
-            1,
         );
         let grace = crate::task::settings::SHUTDOWN_GRACE_MS;
-        let shutdown_ms = number_or(grace, fixed(grace), 1);
-        let memory_reservation =
-            number_or(MEMORY_RESERVATION, limits.memory_bytes as u64, 64 * 1024);
+        let shutdown_ms = number_or(grace, fixed(grace));
+        let memory_reservation = number_or(MEMORY_RESERVATION, limits.memory_bytes as u64);
         let machine = crate::herder::CapacityLimits::for_this_machine(memory_reservation);
         let tasks_per_worker = number_or(
             crate::herder::capacity::TASKS_PER_WORKER,
             u64::from(machine.tasks_per_worker),
-            1,
         )
         .min(u64::from(u32::MAX)) as u32;
         let tasks_per_connector = number_or(
             crate::herder::capacity::TASKS_PER_CONNECTOR,
             u64::from(machine.tasks_per_connector.min(tasks_per_worker)),
-            1,
         )
         .min(u64::from(tasks_per_worker)) as u32;
         let memory_budget = number_or(
             crate::herder::capacity::MEMORY_BUDGET,
             machine.memory_budget,
-            1,
         );
-        let files_budget = number_or(
-            crate::herder::capacity::FILES_BUDGET,
-            machine.files_budget,
-            0,
-        );
-        let scan_ms = number_or(
-            "plugin.scan.interval.ms",
-            fixed("plugin.scan.interval.ms"),
-            10,
-        );
+        let files_budget = number_or(crate::herder::capacity::FILES_BUDGET, machine.files_budget);
+        let scan_ms = number_or("plugin.scan.interval.ms", fixed("plugin.scan.interval.ms"));
         let partitions = number_or(
             "topic.creation.default.partitions",
             fixed("topic.creation.default.partitions"),
-            1,
         );
         let replication = match get("topic.creation.default.replication.factor") {
             None => -1,
@@ -160,18 +141,12 @@ impl WorkerConfig {
                 }
             },
         };
-        let topic_creation_enable = match get("topic.creation.enable") {
-            None => true,
-            Some(raw) if raw.eq_ignore_ascii_case("true") => true,
-            Some(raw) if raw.eq_ignore_ascii_case("false") => false,
-            Some(raw) => {
-                problems.push(Problem::new(
-                    "topic.creation.enable",
-                    format!("{raw:?} must be true or false"),
-                ));
+        let topic_creation_enable = get("topic.creation.enable").is_none_or(|raw| {
+            super::keys::Kind::boolean(raw).unwrap_or_else(|e| {
+                problems.push(Problem::new("topic.creation.enable", e));
                 true
-            }
-        };
+            })
+        });
         let restart = crate::worker::RestartPolicy::configured(Default::default(), pairs)
             .map_err(|m| problems.push(Problem::new("", m)))
             .unwrap_or_default();

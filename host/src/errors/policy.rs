@@ -69,13 +69,11 @@ impl ErrorPolicy {
         let mut problems = Vec::new();
         for (key, value) in config {
             let v = value.trim();
-            let boolean = |problems: &mut Vec<String>| match v {
-                _ if v.eq_ignore_ascii_case("true") => true,
-                _ if v.eq_ignore_ascii_case("false") => false,
-                _ => {
-                    problems.push(format!("{key}: {value:?} must be true or false"));
+            let boolean = |problems: &mut Vec<String>| {
+                crate::config::keys::read_bool(key, value).unwrap_or_else(|e| {
+                    problems.push(e);
                     false
-                }
+                })
             };
             match key.as_str() {
                 TOLERANCE => match v {
@@ -92,11 +90,9 @@ impl ErrorPolicy {
                         "{key}: {value:?} must be a number of milliseconds, 0 (no retries) or -1 (forever)"
                     )),
                 },
-                RETRY_DELAY_MAX => match v.parse::<u64>() {
-                    Ok(ms) if ms >= 1 => policy.retry_delay_max = Duration::from_millis(ms),
-                    _ => problems.push(format!(
-                        "{key}: {value:?} must be a positive number of milliseconds"
-                    )),
+                RETRY_DELAY_MAX => match crate::config::keys::read_number(key, value) {
+                    Ok(ms) => policy.retry_delay_max = Duration::from_millis(ms),
+                    Err(e) => problems.push(e),
                 },
                 LOG_ENABLE => policy.log = boolean(&mut problems),
                 LOG_INCLUDE_MESSAGES => policy.log_messages = boolean(&mut problems),

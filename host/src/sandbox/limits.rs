@@ -128,14 +128,7 @@ impl Limits {
     pub fn with_overrides(self, config: &[(String, String)]) -> Result<Self, String> {
         let mut limits = self;
         for (key, value) in config {
-            let parse = || {
-                value
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|v| *v > 0)
-                    .ok_or_else(|| format!("{key}: must be a positive integer, got {value:?}"))
-            };
+            let parse = || crate::config::keys::read_number(key, value);
             match key.as_str() {
                 MEMORY_MAX_BYTES => {
                     limits.memory_bytes = usize::try_from(parse()?).unwrap_or(usize::MAX)

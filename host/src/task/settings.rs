@@ -118,12 +118,7 @@ impl RunnerSettings {
             if !OVERRIDABLE.contains(&key.as_str()) {
                 continue;
             }
-            let n = value
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .filter(|v| *v > 0)
-                .ok_or_else(|| format!("{key}: must be a positive integer, got {value:?}"))?;
+            let n = crate::config::keys::read_number(key, value)?;
             let size = usize::try_from(n).unwrap_or(usize::MAX);
             match key.as_str() {
                 POLL_MAX_RECORDS => {

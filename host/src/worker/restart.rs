@@ -20,12 +20,7 @@ impl RestartPolicy {
     ) -> Result<Self, String> {
         let mut policy = defaults;
         for (key, value) in config {
-            let number = || {
-                value
-                    .trim()
-                    .parse::<u64>()
-                    .map_err(|_| format!("{key}: {value:?} is not a non-negative integer"))
-            };
+            let number = || crate::config::keys::read_number(key, value);
             match key.as_str() {
                 RESTART_MAX_ATTEMPTS => {
                     policy.max_attempts = number()?.min(u64::from(u32::MAX)) as u32
