@@ -50,17 +50,19 @@ pub fn send_records<C: ProducerContext<DeliveryOpaque = ()>>(
     Ok(bytes)
 }
 
-/// Create `topic` with one partition. Its records carry the broker's append time
+/// Create `topic` with `partitions` partitions. Its records carry the broker's append time
 /// (`LogAppendTime`), so the timestamps the workloads read are when the broker wrote each record,
 /// whatever the producer set.
-pub async fn create_topic(bootstrap: &str, topic: &str) -> Result<()> {
+pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()?;
     let results = admin
         .create_topics(
-            [&NewTopic::new(topic, 1, TopicReplication::Fixed(1))
-                .set("message.timestamp.type", "LogAppendTime")],
+            [
+                &NewTopic::new(topic, partitions, TopicReplication::Fixed(1))
+                    .set("message.timestamp.type", "LogAppendTime"),
+            ],
             &AdminOptions::new(),
         )
         .await?;
@@ -77,6 +79,18 @@ fn created() -> std::sync::MutexGuard<'static, Vec<String>> {
     CREATED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Delete `topic` now (and forget it for [`delete_created_topics`]).
+pub async fn delete_topic(bootstrap: &str, topic: &str) -> Result<()> {
+    created().retain(|t| t != topic);
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    for r in admin.delete_topics(&[topic], &AdminOptions::new()).await? {
+        r.map_err(|(t, e)| anyhow::anyhow!("cannot delete topic {t}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Delete every topic `create_topic` made in this process.

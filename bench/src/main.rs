@@ -4,11 +4,11 @@
 //! `BENCHMARKS.md` (tables) and `bench/results.json` (every run).
 //!
 //! ```text
-//! wasm-connect-bench run [--smoke] [--reps N] [--worker PATH] [--connect-libs DIR]
+//! wasm-connect-bench run [--smoke] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
 //!                        [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap ADDR]
 //!                        [--only startup,source,sink,density]
-//! wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC]
-//! wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE
+//! wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS]]
+//! wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE [file|drop]
 //! ```
 //!
 //! `run` uses the broker at `--bootstrap` (default `$WASM_CONNECT_BENCH_BOOTSTRAP`, else the
@@ -20,6 +20,7 @@ mod measure;
 mod native;
 mod report;
 mod systems;
+mod window;
 mod workloads;
 
 use std::path::PathBuf;
@@ -31,6 +32,10 @@ pub struct Options {
     /// A few records per workload: proves the harness works, measures nothing.
     pub smoke: bool,
     pub reps: usize,
+    /// The untimed warm-up before a steady-state window.
+    pub warm_up: std::time::Duration,
+    /// The steady-state window.
+    pub window: std::time::Duration,
     pub worker: PathBuf,
     pub connect_libs: Option<PathBuf>,
     pub criterion: Option<PathBuf>,
@@ -70,6 +75,8 @@ fn parse_run(args: &[String]) -> Result<Options> {
         // Five, not three: on this 2-core host one disturbed run in three moved a median by a
         // fifth (BENCHMARKS.md §0000000).
         reps: 5,
+        warm_up: std::time::Duration::from_secs(5),
+        window: std::time::Duration::from_secs(20),
         worker: repo.join("target/release/wasm-connect"),
         connect_libs: None,
         criterion: None,
@@ -91,6 +98,8 @@ fn parse_run(args: &[String]) -> Result<Options> {
         match arg.as_str() {
             "--smoke" => options.smoke = true,
             "--reps" => options.reps = value()?.parse().context("--reps: a number")?,
+            "--window" => options.window = seconds(&value()?, "--window")?,
+            "--warm-up" => options.warm_up = seconds(&value()?, "--warm-up")?,
             "--worker" => options.worker = value()?.into(),
             "--connect-libs" => options.connect_libs = Some(value()?.into()),
             "--criterion" => options.criterion = Some(value()?.into()),
@@ -120,14 +129,23 @@ fn parse_run(args: &[String]) -> Result<Options> {
     Ok(options)
 }
 
+/// A duration given in (possibly fractional) seconds.
+fn seconds(text: &str, option: &str) -> Result<std::time::Duration> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(std::time::Duration::from_secs_f64)
+        .with_context(|| format!("{option}: {text:?} is not a positive number of seconds"))
+}
+
 /// What `--help` prints (the module docs say more).
 const USAGE: &str = "\
 usage:
-  wasm-connect-bench run [--smoke] [--reps N] [--worker PATH] [--connect-libs DIR]
+  wasm-connect-bench run [--smoke] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
                          [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap HOST:PORT]
                          [--only startup,source,sink,density]
-  wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC]
-  wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE
+  wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS]]
+  wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE [file|drop]
 
 --bootstrap defaults to $WASM_CONNECT_BENCH_BOOTSTRAP, else the test broker of scripts/kafka.
 A run with --only prints its tables and writes no files, unless --markdown is given (then it
@@ -158,15 +176,24 @@ fn main() -> Result<()> {
         }
         Some("native-source") => {
             let warm_up = args.get(5).map(String::as_str);
+            let threads = args.get(6).map_or(Ok(1), |t| t.parse())?;
             native::source(
                 arg(1)?,
                 arg(2)?,
                 arg(3)?.parse()?,
                 arg(4)?.parse()?,
                 warm_up,
+                threads,
             )
         }
-        Some("native-sink") => native::sink(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?),
+        Some("native-sink") => {
+            let drop = match args.get(5).map(String::as_str) {
+                None | Some("file") => false,
+                Some("drop") => true,
+                Some(other) => bail!("native-sink: mode {other:?} is file or drop"),
+            };
+            native::sink(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?, drop)
+        }
         _ => bail!("{USAGE}"),
     }
 }

@@ -9,9 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use rdkafka::ClientConfig;
 use rdkafka::client::ClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedProducer};
 
@@ -32,14 +30,17 @@ impl ProducerContext for Acks {
     }
 }
 
-/// Send `count` datagen records to `topic`; returns once all are acknowledged. With `warm_up`
-/// (an existing topic), first wait until a record sent there is acknowledged.
+/// Send `count` datagen records to `topic` (0: without end, until killed) from `threads`
+/// threads sharing one producer, as the worker's tasks share one (thread `i` of `n` makes
+/// records `i`, `i + n`, ..., as datagen's tasks do); returns once all are acknowledged. With
+/// `warm_up` (an existing topic), first wait until a record sent there is acknowledged.
 pub fn source(
     bootstrap: &str,
     topic: &str,
     count: u64,
     value_size: usize,
     warm_up: Option<&str>,
+    threads: u32,
 ) -> Result<()> {
     let acked = Arc::new(AtomicU64::new(0));
     let producer: ThreadedProducer<Acks> =
@@ -47,13 +48,60 @@ pub fn source(
     if let Some(warm_up) = warm_up {
         warm(&producer, warm_up, &acked)?;
     }
-    send_batched(&producer, topic, count, value_size)?;
+    let threads = u64::from(threads.max(1));
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|index| {
+                let producer = &producer;
+                scope.spawn(move || {
+                    send_batched(
+                        producer,
+                        topic,
+                        Ids {
+                            index,
+                            threads,
+                            count,
+                        },
+                        value_size,
+                    )
+                })
+            })
+            .collect();
+        workers.into_iter().try_for_each(|w| {
+            w.join()
+                .unwrap_or_else(|_| bail!("a sending thread panicked"))
+        })
+    })?;
+    producer.flush(Duration::from_secs(300))?;
     let acked = acked.load(Ordering::Relaxed);
     if acked != count {
         bail!("{acked} of {count} records acknowledged");
     }
     report_peak();
     Ok(())
+}
+
+/// The record ids one sending thread makes: `index`, `index + threads`, ... below `count` (no
+/// end when `count` is 0).
+#[derive(Clone, Copy)]
+struct Ids {
+    index: u64,
+    threads: u64,
+    count: u64,
+}
+
+impl Ids {
+    /// The next batch of at most `BATCH` ids from `from` (an id of this thread).
+    fn batch(self, from: u64) -> impl Iterator<Item = u64> {
+        let end = if self.count == 0 {
+            u64::MAX
+        } else {
+            self.count
+        };
+        (0..BATCH)
+            .map(move |i| from + i * self.threads)
+            .take_while(move |id| *id < end)
+    }
 }
 
 /// Send one record to `topic` and wait for its acknowledgement: then the client knows the
@@ -76,14 +124,14 @@ fn warm(producer: &ThreadedProducer<Acks>, topic: &str, acked: &AtomicU64) -> Re
 /// Records handed to librdkafka per call, as many as the worker polls from a plugin at a time.
 const BATCH: u64 = 2000;
 
-/// Queue datagen's records `0..count` `BATCH` at a time with librdkafka's batch call
-/// (`rd_kafka_produce_batch`), as the worker does for records without headers or timestamps,
-/// and flush. (With one `send` per record instead the baseline measured no faster: this is the
-/// stricter ceiling.)
+/// Queue datagen's records `ids` `BATCH` at a time with librdkafka's batch call
+/// (`rd_kafka_produce_batch`), as the worker does for records without headers or timestamps.
+/// (With one `send` per record instead the baseline measured no faster: this is the stricter
+/// ceiling.)
 fn send_batched(
     producer: &ThreadedProducer<Acks>,
     topic: &str,
-    count: u64,
+    ids: Ids,
     value_size: usize,
 ) -> Result<()> {
     use rdkafka::bindings as rdsys;
@@ -99,11 +147,15 @@ fn send_batched(
     if rkt.is_null() {
         bail!("no topic handle for {topic}");
     }
-    let mut start = 0;
-    while start < count {
-        let records: Vec<(String, String)> = (start..count.min(start + BATCH))
+    let mut start = ids.index;
+    loop {
+        let records: Vec<(String, String)> = ids
+            .batch(start)
             .map(|id| crate::kafka::record(id, value_size))
             .collect();
+        if records.is_empty() {
+            break;
+        }
         let mut messages: Vec<rdsys::rd_kafka_message_t> = records
             .iter()
             .map(|(key, value)| rdsys::rd_kafka_message_t {
@@ -145,50 +197,141 @@ fn send_batched(
                 }
                 Some(i) => bail!(
                     "record {} refused: {:?}",
-                    start + (from + i) as u64,
+                    start + (from + i) as u64 * ids.threads,
                     rest[i].err
                 ),
             }
         }
-        start += records.len() as u64;
+        start += records.len() as u64 * ids.threads;
     }
     // SAFETY: created above, destroyed once, before the client.
     unsafe { rdsys::rd_kafka_topic_destroy(rkt) };
-    producer.flush(Duration::from_secs(300))?;
     Ok(())
 }
 
-/// Copy `count` records of `topic` into `file`, one value per line.
-pub fn sink(bootstrap: &str, topic: &str, count: u64, file: &str) -> Result<()> {
-    let mut config = ClientConfig::new();
-    config
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", format!("native-sink-{topic}"))
-        .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false");
-    for (key, value) in wasm_connect::kafka::consumer::SETTINGS {
-        config.set(*key, *value);
-    }
-    let consumer: BaseConsumer = config.create()?;
-    consumer.subscribe(&[topic])?;
-    let mut out = BufWriter::with_capacity(64 * 1024, File::create(file).context("output file")?);
-    let mut seen = 0;
-    while seen < count {
-        match consumer.poll(Duration::from_millis(100)) {
-            Some(Ok(message)) => {
-                out.write_all(message.payload().unwrap_or_default())?;
-                out.write_all(b"\n")?;
-                seen += 1;
+/// Consume `topic` as the worker's sink tasks do (its consumer: cooperative group
+/// membership, each partition's queue split off and taken `BATCH` messages at a time), until
+/// `count` records (0: until killed). `drop`: count them, writing the count to `file` every
+/// 20 ms (replaced atomically); else append each value as a line to `file` through a 64 KiB
+/// buffer.
+pub fn sink(bootstrap: &str, topic: &str, count: u64, file: &str, drop: bool) -> Result<()> {
+    use futures::FutureExt as _;
+    use wasm_connect::kafka::consumer::{self, Subscription};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    // rdkafka's stream consumer lives on a tokio runtime.
+    let _runtime = runtime.enter();
+    let group = format!("native-{topic}-{}", std::process::id());
+    let (consumer, _events) = consumer::create(
+        bootstrap,
+        "native-sink",
+        &group,
+        "native-sink-0",
+        &Subscription::Topics(vec![topic.to_owned()]),
+        &[],
+    )
+    .map_err(anyhow::Error::msg)?;
+    let mut sink = Output::new(file, drop)?;
+    runtime.block_on(async {
+        while count == 0 || sink.records < count {
+            // The consumer queue first: rebalances are served there (and messages of a
+            // partition whose queue was not split come there), as in the worker's loop.
+            while let Some(message) = consumer.recv().now_or_never() {
+                match message {
+                    Ok(m) => sink.add(m.payload().unwrap_or_default())?,
+                    Err(e) => eprintln!("consumer: {e}"),
+                }
             }
-            Some(Err(e)) => eprintln!("consumer: {e}"),
-            None => {}
+            let taken = consumer.fetched().take(BATCH as usize);
+            if taken.is_empty() {
+                drop_taken(taken);
+                tokio::select! {
+                    () = consumer.fetched().ready() => {}
+                    message = consumer.recv() => match message {
+                        Ok(m) => sink.add(m.payload().unwrap_or_default())?,
+                        Err(e) => eprintln!("consumer: {e}"),
+                    },
+                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                }
+                continue;
+            }
+            for message in taken.iter() {
+                match message {
+                    Ok(m) => sink.add(m.payload().unwrap_or_default())?,
+                    Err(e) => eprintln!("consumer: {e}"),
+                }
+            }
+            sink.batch_done()?;
         }
-    }
-    out.into_inner()
-        .map_err(|e| anyhow::anyhow!("flush: {e}"))?
-        .sync_data()?;
+        anyhow::Ok(())
+    })?;
+    sink.finish()?;
     report_peak();
     Ok(())
+}
+
+/// Ends a borrow of the consumer's queues before it is waited on again.
+fn drop_taken(_: wasm_connect::kafka::fetch_queues::Taken<'_>) {}
+
+/// Where the native sink puts records.
+struct Output {
+    records: u64,
+    file: Option<BufWriter<File>>,
+    /// Drop mode: the count file and when it was last written.
+    progress: Option<(std::path::PathBuf, std::time::Instant)>,
+}
+
+impl Output {
+    fn new(file: &str, drop: bool) -> Result<Self> {
+        Ok(if drop {
+            Self {
+                records: 0,
+                file: None,
+                progress: Some((file.into(), std::time::Instant::now())),
+            }
+        } else {
+            Self {
+                records: 0,
+                file: Some(BufWriter::with_capacity(
+                    64 * 1024,
+                    File::create(file).context("output file")?,
+                )),
+                progress: None,
+            }
+        })
+    }
+
+    fn add(&mut self, value: &[u8]) -> Result<()> {
+        self.records += 1;
+        if let Some(out) = &mut self.file {
+            out.write_all(value)?;
+            out.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
+    /// After each batch: in drop mode, the count for the harness, every 20 ms.
+    fn batch_done(&mut self) -> Result<()> {
+        if let Some((path, written)) = &mut self.progress
+            && written.elapsed() >= Duration::from_millis(20)
+        {
+            *written = std::time::Instant::now();
+            let temporary = path.with_extension("tmp");
+            std::fs::write(&temporary, self.records.to_string())?;
+            std::fs::rename(&temporary, &*path)?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<()> {
+        if let Some(out) = self.file {
+            out.into_inner()
+                .map_err(|e| anyhow::anyhow!("flush: {e}"))?
+                .sync_data()?;
+        }
+        Ok(())
+    }
 }
 
 /// Print this process's peak memory for the harness (it cannot read it after the exit).

@@ -1,7 +1,9 @@
-//! The three systems under test, each started as its own process so memory is measured the same
-//! way: wasm-connect (the release binary, with the `datagen` and `file-sink` plugins), the
-//! native baseline (this binary's `native-source` / `native-sink` commands: rdkafka directly),
-//! and Apache Kafka Connect 4.x standalone (`VerifiableSourceConnector`, `FileStreamSink`).
+//! The systems under test, each started as its own process so memory and CPU are measured the
+//! same way: wasm-connect (the release binary, with the `datagen`, `file-source` and `file-sink`
+//! plugins, or the no-op `bench-*` plugins), the native baseline (this binary's `native-source`
+//! / `native-sink` commands: rdkafka directly), and Apache Kafka Connect 4.x standalone
+//! (`FileStreamSource`, `FileStreamSink`), once at Connect's defaults and once tuned: its
+//! producer and consumer given the settings wasm-connect's use ([`CONNECT_TUNED`]).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -18,7 +20,10 @@ use crate::measure::{now_ms, status_kib};
 pub enum System {
     WasmConnect,
     Native,
+    /// Kafka Connect at its defaults.
     KafkaConnect,
+    /// Kafka Connect with [`CONNECT_TUNED`].
+    KafkaConnectTuned,
     /// wasm-connect running `bench-source` or `bench-sink`, which do no work of their own: the
     /// most any plugin can reach through this host and contract version.
     NoOpPlugin,
@@ -31,10 +36,30 @@ impl System {
             System::WasmConnect => "wasm-connect",
             System::Native => "native rdkafka",
             System::KafkaConnect => "Kafka Connect",
+            System::KafkaConnectTuned => "Kafka Connect, tuned",
             System::NoOpPlugin => "wasm-connect, no-op plugin",
         }
     }
+
+    /// Whether this is Kafka Connect (either way).
+    pub fn is_connect(self) -> bool {
+        matches!(self, System::KafkaConnect | System::KafkaConnectTuned)
+    }
 }
+
+/// Kafka Connect's worker settings for its clients that match wasm-connect's
+/// (`wasm_connect::kafka::producer::SETTINGS`: 1 MiB batches, 5 ms linger, idempotence with 5
+/// requests in flight, a 1 GiB buffer; sink batches of `sink.batch.max.records`). Connect's own
+/// defaults differ: 16 KiB batches and one request in flight for source producers.
+pub const CONNECT_TUNED: &[(&str, &str)] = &[
+    ("producer.batch.size", "1048576"),
+    ("producer.linger.ms", "5"),
+    ("producer.acks", "all"),
+    ("producer.enable.idempotence", "true"),
+    ("producer.max.in.flight.requests.per.connection", "5"),
+    ("producer.buffer.memory", "1073741824"),
+    ("consumer.max.poll.records", "2000"),
+];
 
 /// Where things are.
 pub struct Env {
@@ -44,6 +69,32 @@ pub struct Env {
     pub worker: PathBuf,
     /// Kafka Connect's jars (none: skip Kafka Connect).
     pub connect_libs: Option<PathBuf>,
+    /// The compiled benchmark sinks for Kafka Connect (`bench/connect-sinks/`).
+    pub connect_sinks: Option<PathBuf>,
+}
+
+/// Compile the benchmark's Kafka Connect sinks (`bench/connect-sinks/`) against `libs` into
+/// `out`; returns the class directory.
+pub fn compile_connect_sinks(repo: &Path, libs: &Path, out: &Path) -> Result<PathBuf> {
+    let sources = repo.join("bench/connect-sinks/wasmconnect/bench");
+    let files: Vec<PathBuf> = fs::read_dir(&sources)
+        .with_context(|| format!("cannot list {}", sources.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "java"))
+        .collect();
+    let status = Command::new("javac")
+        .arg("-d")
+        .arg(out)
+        .arg("-cp")
+        .arg(format!("{}/*", libs.display()))
+        .args(&files)
+        .status()
+        .context("cannot run javac (a JDK 17+ must be on PATH)")?;
+    if !status.success() {
+        bail!("javac failed on {} ({status})", sources.display());
+    }
+    Ok(out.to_owned())
 }
 
 /// A running system.
@@ -68,6 +119,11 @@ impl Running {
             started_ms,
             log,
         })
+    }
+
+    /// CPU seconds the process has used so far.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        crate::measure::cpu_seconds(self.child.id())
     }
 
     /// Peak resident memory so far, in KiB.
@@ -171,22 +227,38 @@ fn free_port() -> Result<u16> {
 
 /// What to run.
 pub enum Job<'a> {
-    /// Write `count` records of about `value_size` bytes to `topic` with `tasks` tasks (the
-    /// no-op source writes until it is stopped; the harness counts `count` of them).
-    Source {
+    /// Generate records of about `value_size` bytes into `topic` with `tasks` tasks: `count` of
+    /// them, or until stopped (`None`; the no-op source always writes until stopped).
+    Generate {
         topic: &'a str,
-        count: u64,
+        count: Option<u64>,
         tasks: u32,
         value_size: usize,
     },
+    /// Read the lines of `file` into `topic` (one task).
+    ReadFile { topic: &'a str, file: &'a Path },
     /// Copy `topic` (`count` records) into `file`, one value per line.
+    /// Consume `topic` (a group of its own) into `output`, until stopped.
     Sink {
         topic: &'a str,
-        count: u64,
-        file: &'a Path,
+        output: SinkOutput<'a>,
     },
     /// `tasks` datagen tasks writing one record a second each to `topic`, until killed.
     Density { topic: &'a str, tasks: u32 },
+}
+
+/// What a sink does with the records.
+#[derive(Clone, Copy)]
+pub enum SinkOutput<'a> {
+    /// Drop them: wasm-connect's `bench-sink`, the native consumer counting, Connect's
+    /// `NoOpSinkTask` (`bench/connect-sinks/`). The native and Connect ones write how many they
+    /// were handed to `progress`.
+    Drop { progress: &'a Path },
+    /// Append each value as a line to `file`, buffered: `file-sink`, the native consumer,
+    /// `BufferedFileSinkTask` for Connect.
+    File { file: &'a Path },
+    /// Connect's own `FileStreamSink` into `file` (one write per record).
+    FileStream { file: &'a Path },
 }
 
 impl Env {
@@ -199,7 +271,8 @@ impl Env {
             System::WasmConnect => self.start_wasm_connect(job, dir, data, false),
             System::NoOpPlugin => self.start_wasm_connect(job, dir, data, true),
             System::Native => self.start_native(job, dir),
-            System::KafkaConnect => self.start_kafka_connect(job, dir),
+            System::KafkaConnect => self.start_kafka_connect(job, dir, false),
+            System::KafkaConnectTuned => self.start_kafka_connect(job, dir, true),
         }
     }
 
@@ -238,7 +311,7 @@ impl Env {
         write_properties(&worker, &settings)?;
         let connector = dir.join("connector.properties");
         let pairs: Vec<(&str, String)> = match job {
-            Job::Source {
+            Job::Generate {
                 topic,
                 tasks,
                 value_size,
@@ -253,13 +326,24 @@ impl Env {
                 // About as long as datagen's keys in this run (the record number as text).
                 ("key", "1234567".into()),
             ],
-            Job::Sink { topic, .. } if no_op => vec![
+            Job::Sink {
+                topic,
+                output: SinkOutput::Drop { .. },
+            } if no_op => vec![
                 ("name", sink_name(dir)),
                 ("connector.class", "bench-sink".into()),
                 ("topics", (*topic).into()),
             ],
-            Job::Density { .. } if no_op => bail!("the density workload runs datagen only"),
-            Job::Source {
+            Job::Sink {
+                output: SinkOutput::Drop { .. } | SinkOutput::FileStream { .. },
+                ..
+            } => {
+                bail!("wasm-connect drops records with the no-op plugin, and has no FileStreamSink")
+            }
+            Job::Density { .. } | Job::ReadFile { .. } | Job::Sink { .. } if no_op => {
+                bail!("no no-op plugin for this workload")
+            }
+            Job::Generate {
                 topic,
                 count,
                 tasks,
@@ -269,10 +353,24 @@ impl Env {
                 ("connector.class", "datagen".into()),
                 ("tasks.max", tasks.to_string()),
                 ("topic", (*topic).into()),
-                ("count", count.to_string()),
+                ("count", count.map_or("-1".into(), |c| c.to_string())),
                 ("value.size", value_size.to_string()),
             ],
-            Job::Sink { topic, file, .. } => vec![
+            Job::ReadFile { topic, file } => vec![
+                ("name", "bench-source".into()),
+                ("connector.class", "file-source".into()),
+                ("topic", (*topic).into()),
+                ("files", file.display().to_string()),
+                ("tail", "false".into()),
+                (
+                    "sandbox.fs.read",
+                    file.parent().unwrap_or(dir).display().to_string(),
+                ),
+            ],
+            Job::Sink {
+                topic,
+                output: SinkOutput::File { file },
+            } => vec![
                 ("name", sink_name(dir)),
                 ("connector.class", "file-sink".into()),
                 ("topics", (*topic).into()),
@@ -311,8 +409,8 @@ impl Env {
 
     /// Create what `start` needs for `system` before it runs `job`.
     pub async fn prepare(&self, system: System, job: &Job<'_>) -> Result<()> {
-        if let (System::Native, Job::Source { topic, .. }) = (system, job) {
-            kafka::create_topic(&self.bootstrap, &warm_up_topic(topic)).await?;
+        if let (System::Native, Job::Generate { topic, .. }) = (system, job) {
+            kafka::create_topic(&self.bootstrap, &warm_up_topic(topic), 1).await?;
         }
         Ok(())
     }
@@ -320,32 +418,42 @@ impl Env {
     fn start_native(&self, job: &Job<'_>, dir: &Path) -> Result<Running> {
         let mut command = Command::new(std::env::current_exe()?);
         match job {
-            Job::Source {
+            Job::Generate {
                 topic,
                 count,
                 value_size,
-                ..
+                tasks,
             } => command.args([
                 "native-source",
                 &self.bootstrap,
                 topic,
-                &count.to_string(),
+                &count.unwrap_or(0).to_string(),
                 &value_size.to_string(),
                 &warm_up_topic(topic),
+                &tasks.to_string(),
             ]),
-            Job::Sink { topic, count, file } => command.args([
-                "native-sink",
-                &self.bootstrap,
-                topic,
-                &count.to_string(),
-                &file.display().to_string(),
-            ]),
+            Job::ReadFile { .. } => bail!("the native baseline does not read files"),
+            Job::Sink { topic, output } => {
+                let (file, mode) = match output {
+                    SinkOutput::Drop { progress } => (progress, "drop"),
+                    SinkOutput::File { file } => (file, "file"),
+                    SinkOutput::FileStream { .. } => bail!("FileStreamSink is Kafka Connect's"),
+                };
+                command.args([
+                    "native-sink",
+                    &self.bootstrap,
+                    topic,
+                    "0",
+                    &file.display().to_string(),
+                    mode,
+                ])
+            }
             Job::Density { .. } => bail!("the density workload is wasm-connect only"),
         };
         Running::spawn(command, dir.join("native.log"))
     }
 
-    fn start_kafka_connect(&self, job: &Job<'_>, dir: &Path) -> Result<Running> {
+    fn start_kafka_connect(&self, job: &Job<'_>, dir: &Path, tuned: bool) -> Result<Running> {
         let libs = self
             .connect_libs
             .as_ref()
@@ -362,34 +470,46 @@ impl Env {
             ("offset.flush.interval.ms", "1000".into()),
             ("listeners", format!("http://127.0.0.1:{}", free_port()?)),
         ];
+        if tuned {
+            worker.extend(CONNECT_TUNED.iter().map(|(k, v)| (*k, (*v).to_owned())));
+        }
         let connector: Vec<(&str, String)> = match job {
-            Job::Source { topic, tasks, .. } => {
-                // Verifiable records carry a long; with JSON and its schema envelope the value is
-                // about 60 bytes (the table reports the sizes measured in the topic).
-                worker.push((
-                    "value.converter",
-                    "org.apache.kafka.connect.json.JsonConverter".into(),
-                ));
-                vec![
-                    ("name", "bench-source".into()),
-                    (
-                        "connector.class",
-                        "org.apache.kafka.connect.tools.VerifiableSourceConnector".into(),
-                    ),
-                    ("tasks.max", tasks.to_string()),
-                    ("topic", (*topic).into()),
-                    ("throughput", "-1".into()),
-                ]
-            }
-            Job::Sink { topic, file, .. } => vec![
-                ("name", sink_name(dir)),
+            Job::ReadFile { topic, file } => vec![
+                ("name", "bench-source".into()),
                 (
                     "connector.class",
-                    "org.apache.kafka.connect.file.FileStreamSinkConnector".into(),
+                    "org.apache.kafka.connect.file.FileStreamSourceConnector".into(),
                 ),
-                ("topics", (*topic).into()),
+                ("topic", (*topic).into()),
                 ("file", file.display().to_string()),
+                // As many records per poll as wasm-connect asks of a plugin
+                // (`source.poll.max.records`); also Connect's default.
+                ("batch.size", "2000".into()),
             ],
+            Job::Generate { .. } => bail!("Kafka Connect has no record generator to match datagen"),
+            Job::Sink { topic, output } => {
+                let (class, key, path) = match output {
+                    SinkOutput::Drop { progress } => (
+                        "wasmconnect.bench.NoOpSinkConnector",
+                        "progress.file",
+                        progress,
+                    ),
+                    SinkOutput::File { file } => {
+                        ("wasmconnect.bench.BufferedFileSinkConnector", "file", file)
+                    }
+                    SinkOutput::FileStream { file } => (
+                        "org.apache.kafka.connect.file.FileStreamSinkConnector",
+                        "file",
+                        file,
+                    ),
+                };
+                vec![
+                    ("name", sink_name(dir)),
+                    ("connector.class", class.into()),
+                    ("topics", (*topic).into()),
+                    (key, path.display().to_string()),
+                ]
+            }
             Job::Density { .. } => bail!("the density workload is wasm-connect only"),
         };
         // Later keys win in Java properties files.
@@ -408,13 +528,16 @@ impl Env {
             .args(["-Xms256M", "-Xmx2G"])
             .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
             .arg("-cp")
-            .arg(format!("{}/*", libs.display()))
+            .arg(format!(
+                "{}/*:{}",
+                libs.display(),
+                self.connect_sinks.as_deref().unwrap_or(libs).display()
+            ))
             .arg("org.apache.kafka.connect.cli.ConnectStandalone")
             .arg(&worker_file)
             .arg(&connector_file)
             .current_dir(dir);
-        // VerifiableSourceTask prints every record to stdout: keep that out of the log.
-        let out = fs::File::create("/dev/null")?;
+        let out = fs::File::create(dir.join("kafka-connect.out"))?;
         let log = dir.join("kafka-connect.log");
         let err = fs::File::create(&log)?;
         let started_ms = now_ms();

@@ -1,7 +1,11 @@
-//! The workloads, each run on every system it applies to, several times:
+//! The workloads, each run on every system it applies to, several times, the systems taking
+//! turns at going first:
 //!
-//! - source throughput (1 and 2 tasks): records written to a topic; throughput from the broker's
-//!   append timestamps of the first and last record, so start-up does not count;
+//! - source throughput, measured over a steady-state window (see `window`) with the CPU time of
+//!   the system and of the broker: `datagen` against the native producer making the same records
+//!   (1 task on a 1-partition topic; 2 tasks on 2 partitions, native with 2 threads), and
+//!   `file-source` against Kafka Connect's `FileStreamSource`, at Connect's defaults and tuned,
+//!   all reading the same pre-written file;
 //! - sink throughput: a pre-filled topic copied to a file; from the first byte in the file to
 //!   90 % of its bytes;
 //! - start-up: process start to the broker's append time of the first record, warm (compile
@@ -20,7 +24,8 @@ use serde::Serialize;
 use crate::Options;
 use crate::kafka;
 use crate::measure::now_ms;
-use crate::systems::{Env, Job, Running, System};
+use crate::systems::{Env, Job, Running, SinkOutput, System};
+use crate::window::{Probe, Progress, Timing};
 
 /// One measured run.
 #[derive(Debug, Clone, Serialize)]
@@ -36,6 +41,18 @@ pub struct Run {
     pub peak_rss_kib: Option<u64>,
     /// Value size of a record as it landed in Kafka.
     pub value_bytes: Option<usize>,
+    /// Seconds of the measured window (windowed workloads).
+    #[serde(default)]
+    pub seconds: Option<f64>,
+    /// CPU seconds of the system's process per million records, over the window.
+    #[serde(default)]
+    pub cpu_s_per_m: Option<f64>,
+    /// CPU seconds of the broker per million records, over the window.
+    #[serde(default)]
+    pub broker_cpu_s_per_m: Option<f64>,
+    /// What the run used that its row must name (converter, client settings).
+    #[serde(default)]
+    pub settings: String,
 }
 
 /// Records a second each density task is configured to write.
@@ -85,10 +102,17 @@ pub struct Results {
     pub density: Vec<DensityRun>,
     pub boundary: Vec<BoundaryPoint>,
     pub seconds: f64,
+    /// The untimed warm-up and the window of the steady-state workloads, in seconds.
+    pub warm_up_s: f64,
+    pub window_s: f64,
 }
 
 struct Suite {
     env: Env,
+    /// The warm-up and window of the steady-state workloads.
+    timing: Timing,
+    /// The local broker's process, for its CPU time.
+    broker: Option<u32>,
     work: tempfile::TempDir,
     /// A filled compile cache, copied into each warm run's data directory.
     warm_cache: std::path::PathBuf,
@@ -97,6 +121,17 @@ struct Suite {
 }
 
 const VALUE_SIZE: usize = 100;
+
+/// Lines a second no system is expected to read from a file: the file-source workload's input
+/// covers the warm-up and window at this rate (a faster system runs out, and the run says so).
+const FILE_LINES_PER_S_BOUND: f64 = 1_500_000.0;
+
+/// Records a second no sink is expected to consume: the sinks' input topic covers the warm-up
+/// and window at this rate (a faster system gets a shorter window, reported as such).
+const SINK_RECORDS_PER_S_BOUND: f64 = 1_500_000.0;
+
+/// The settings of a source that moves bytes through unchanged.
+const STRING_CONVERTER: &str = "string converter (bytes unchanged)";
 
 /// Run every workload, then delete the topics the run created.
 pub async fn run_all(options: &Options, repo: &Path) -> Result<Results> {
@@ -124,23 +159,53 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         ),
         None => None,
     };
-    let env = Env {
-        bootstrap: options.bootstrap.clone(),
-        repo: repo.to_owned(),
-        worker,
-        connect_libs,
-    };
-    let mut systems = vec![System::WasmConnect, System::Native];
-    if env.connect_libs.is_some() {
-        systems.push(System::KafkaConnect);
-    }
     let mut work = tempfile::tempdir()?;
     if std::env::var_os("WASM_CONNECT_BENCH_KEEP").is_some() {
         work.disable_cleanup(true);
         eprintln!("keeping the run directories in {}", work.path().display());
     }
+    let connect_sinks = match &connect_libs {
+        Some(libs) => {
+            let out = work.path().join("connect-sinks");
+            Some(crate::systems::compile_connect_sinks(repo, libs, &out)?)
+        }
+        None => None,
+    };
+    let env = Env {
+        bootstrap: options.bootstrap.clone(),
+        repo: repo.to_owned(),
+        worker,
+        connect_libs,
+        connect_sinks,
+    };
+    let mut systems = vec![System::WasmConnect, System::Native];
+    if env.connect_libs.is_some() {
+        systems.extend([System::KafkaConnect, System::KafkaConnectTuned]);
+    }
+    let timing = if options.smoke {
+        Timing {
+            warm_up: Duration::from_millis(300),
+            window: Duration::from_secs(1),
+            strict: false,
+        }
+    } else {
+        Timing {
+            warm_up: options.warm_up,
+            window: options.window,
+            strict: true,
+        }
+    };
+    let broker = crate::window::broker_pid(&env.bootstrap);
+    if broker.is_none() {
+        eprintln!(
+            "the broker at {} is not one scripts/kafka runs here: its CPU time is not reported",
+            env.bootstrap
+        );
+    }
     let mut suite = Suite {
         env,
+        timing,
+        broker,
         warm_cache: work.path().join("warm-cache"),
         work,
         systems,
@@ -156,7 +221,6 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
     } else {
         (1_000_000, options.reps)
     };
-    let sink_count = count;
 
     // Cold start first: it also fills the compile cache the warm runs start from.
     let startup_count = if options.smoke { 10 } else { 100 };
@@ -179,7 +243,7 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
     let warm_reps = if options.runs("startup") { reps } else { 0 };
     for rep in 0..warm_reps {
         for &system in &suite.systems.clone() {
-            if system != System::Native {
+            if matches!(system, System::WasmConnect | System::KafkaConnect) {
                 runs.push(
                     suite
                         .source(system, "startup-warm", 1, startup_count, rep, true)
@@ -194,39 +258,14 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
     // untimed records first, and the systems take turns at going first.
     if options.runs("source") || options.runs("sink") {
         let topic = suite.topic("warm-up");
-        kafka::create_topic(&suite.env.bootstrap, &topic).await?;
+        kafka::create_topic(&suite.env.bootstrap, &topic, 1).await?;
         kafka::fill(&suite.env.bootstrap, &topic, count * 3, VALUE_SIZE)?;
     }
-    let source_tasks: &[u32] = if options.runs("source") { &[1, 2] } else { &[] };
-    for &tasks in source_tasks {
-        let mut systems = suite.systems.clone();
-        if tasks == 1 {
-            systems.push(System::NoOpPlugin);
-        }
-        for rep in 0..reps {
-            let mut order = systems.clone();
-            let first = rep % order.len();
-            order.rotate_left(first);
-            for &system in &order {
-                let workload = format!("source-{tasks}-task");
-                runs.push(
-                    suite
-                        .source(system, &workload, tasks, count, rep, true)
-                        .await?,
-                );
-            }
-        }
+    if options.runs("source") {
+        runs.extend(suite.source_pairs(reps).await?);
     }
     if options.runs("sink") {
-        let topic = suite.topic("sink-input");
-        kafka::create_topic(&suite.env.bootstrap, &topic).await?;
-        let bytes = kafka::fill(&suite.env.bootstrap, &topic, sink_count, VALUE_SIZE)?;
-        for rep in 0..reps {
-            for &system in &suite.systems.clone() {
-                runs.push(suite.sink(system, &topic, sink_count, bytes, rep)?);
-            }
-            runs.push(suite.sink_no_op(&topic, sink_count, rep).await?);
-        }
+        runs.extend(suite.sink_pairs(reps).await?);
     }
     let mut density = Vec::new();
     let (sizes, seconds): (&[u32], u64) = if !options.runs("density") {
@@ -249,6 +288,8 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         density,
         boundary,
         seconds: started.elapsed().as_secs_f64(),
+        warm_up_s: suite.timing.warm_up.as_secs_f64(),
+        window_s: suite.timing.window.as_secs_f64(),
     })
 }
 
@@ -283,14 +324,28 @@ impl Suite {
         warm: bool,
     ) -> Result<Run> {
         let topic = self.topic(workload);
-        kafka::create_topic(&self.env.bootstrap, &topic).await?;
+        kafka::create_topic(&self.env.bootstrap, &topic, 1).await?;
         let dir = self.run_dir(workload);
         let data = self.data_dir(warm)?;
-        let job = Job::Source {
-            topic: &topic,
-            count,
-            tasks,
-            value_size: VALUE_SIZE,
+        // Kafka Connect has no generator to match datagen: it starts by reading a file of as
+        // many lines.
+        let lines = dir.join("lines.txt");
+        if system.is_connect() {
+            std::fs::create_dir_all(&dir)?;
+            write_lines(&lines, count)?;
+        }
+        let job = if system.is_connect() {
+            Job::ReadFile {
+                topic: &topic,
+                file: &lines,
+            }
+        } else {
+            Job::Generate {
+                topic: &topic,
+                count: Some(count),
+                tasks,
+                value_size: VALUE_SIZE,
+            }
         };
         self.env.prepare(system, &job).await?;
         settle();
@@ -333,163 +388,242 @@ impl Suite {
             startup_ms: Some((first - started_ms) as f64),
             peak_rss_kib: peak,
             value_bytes: Some(value_bytes),
+            seconds: None,
+            cpu_s_per_m: None,
+            broker_cpu_s_per_m: None,
+            settings: String::new(),
         })
     }
 
-    fn sink(
+    /// The source workloads: `datagen` against the native producer (1 task and 2), and
+    /// `file-source` against Kafka Connect's `FileStreamSource` on one pre-written file.
+    async fn source_pairs(&mut self, reps: usize) -> Result<Vec<Run>> {
+        let mut runs = Vec::new();
+        for tasks in [1u32, 2] {
+            let mut systems = vec![System::WasmConnect, System::Native];
+            if tasks == 1 {
+                systems.push(System::NoOpPlugin);
+            }
+            let workload = format!("source-datagen-{tasks}-task");
+            for rep in 0..reps {
+                for system in rotated(&systems, rep) {
+                    let source = SourceInput::Generate { tasks };
+                    runs.push(self.source_window(system, &workload, &source, rep).await?);
+                }
+            }
+        }
+        let mut systems = vec![System::WasmConnect];
+        systems.extend(self.systems.iter().filter(|s| s.is_connect()));
+        let window = (self.timing.warm_up + self.timing.window).as_secs_f64();
+        let lines = (window * FILE_LINES_PER_S_BOUND) as u64;
+        let file = self.work.path().join("input").join("lines.txt");
+        std::fs::create_dir_all(file.parent().unwrap_or(self.work.path()))?;
+        write_lines(&file, lines)?;
+        let source = SourceInput::File {
+            path: file.clone(),
+            lines,
+        };
+        for rep in 0..reps {
+            for system in rotated(&systems, rep) {
+                runs.push(
+                    self.source_window(system, "source-file-1-task", &source, rep)
+                        .await?,
+                );
+            }
+        }
+        let _ = std::fs::remove_file(&file);
+        Ok(runs)
+    }
+
+    /// One steady-state source run of `system` into a fresh topic (as many partitions as
+    /// tasks), deleted afterwards: a window of records can be gigabytes.
+    async fn source_window(
         &mut self,
         system: System,
-        topic: &str,
-        count: u64,
-        bytes: u64,
+        workload: &str,
+        input: &SourceInput,
         rep: usize,
     ) -> Result<Run> {
-        let dir = self.run_dir("sink");
+        let topic = self.topic(workload);
+        let (tasks, limit) = match input {
+            SourceInput::Generate { tasks } => (*tasks, None),
+            SourceInput::File { lines, .. } => (1, Some(*lines)),
+        };
+        let partitions = tasks as i32;
+        kafka::create_topic(&self.env.bootstrap, &topic, partitions).await?;
+        let dir = self.run_dir(workload);
+        let data = self.data_dir(true)?;
+        let job = match input {
+            SourceInput::Generate { tasks } => Job::Generate {
+                topic: &topic,
+                count: None,
+                tasks: *tasks,
+                value_size: VALUE_SIZE,
+            },
+            SourceInput::File { path, .. } => Job::ReadFile {
+                topic: &topic,
+                file: path,
+            },
+        };
+        self.env.prepare(system, &job).await?;
+        settle();
+        let mut running = self.env.start(system, &job, &dir, &data)?;
+        let progress = Progress::Topic {
+            topic: topic.clone(),
+            partitions,
+        };
+        let measured = match Probe::new(&self.env.bootstrap, progress) {
+            Ok(mut probe) => {
+                probe
+                    .measure(&mut running, self.broker, self.timing, limit)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        let peak = running.peak_rss_kib();
+        running.kill();
+        if let Err(e) = kafka::delete_topic(&self.env.bootstrap, &topic).await {
+            eprintln!("warning: cannot delete {topic}: {e:#}");
+        }
+        let window = measured.with_context(|| format!("{workload} on {}", system.name()))?;
+        let settings = match system {
+            System::KafkaConnectTuned => format!("{STRING_CONVERTER}; producer as wasm-connect's"),
+            System::KafkaConnect => format!("{STRING_CONVERTER}; Connect's default producer"),
+            System::NoOpPlugin => "one prepared record, copied".to_owned(),
+            _ => STRING_CONVERTER.to_owned(),
+        };
+        Ok(windowed_run(workload, system, rep, &window, peak, settings))
+    }
+
+    /// The sink workloads, all reading one pre-filled topic (each run in a consumer group of
+    /// its own): records dropped (wasm-connect's no-op plugin, the native consumer, Connect's
+    /// `NoOpSinkTask`), and records appended to a file, buffered (`file-sink`, the native
+    /// consumer, Connect's `BufferedFileSinkTask`) and by Connect's own `FileStreamSink`.
+    async fn sink_pairs(&mut self, reps: usize) -> Result<Vec<Run>> {
+        let window = (self.timing.warm_up + self.timing.window).as_secs_f64();
+        let count = (window * SINK_RECORDS_PER_S_BOUND) as u64;
+        let topic = self.topic("sink-input");
+        kafka::create_topic(&self.env.bootstrap, &topic, 1).await?;
+        let bytes = kafka::fill(&self.env.bootstrap, &topic, count, VALUE_SIZE)?;
+        let bytes_per_record = bytes as f64 / count.max(1) as f64;
+        let connect = self.systems.iter().any(|s| s.is_connect());
+        let mut drop = vec![
+            (System::NoOpPlugin, SinkKind::Drop),
+            (System::Native, SinkKind::Drop),
+        ];
+        let mut file = vec![
+            (System::WasmConnect, SinkKind::File),
+            (System::Native, SinkKind::File),
+        ];
+        if connect {
+            drop.push((System::KafkaConnectTuned, SinkKind::Drop));
+            file.extend([
+                (System::KafkaConnectTuned, SinkKind::File),
+                (System::KafkaConnect, SinkKind::FileStream),
+            ]);
+        }
+        let mut runs = Vec::new();
+        for (workload, systems) in [("sink-drop", drop), ("sink-file", file)] {
+            for rep in 0..reps {
+                for (system, kind) in rotated(&systems, rep) {
+                    let input = SinkInput {
+                        topic: &topic,
+                        records: count,
+                        bytes_per_record,
+                    };
+                    runs.push(
+                        self.sink_window(system, workload, kind, &input, rep)
+                            .await?,
+                    );
+                }
+            }
+        }
+        if let Err(e) = kafka::delete_topic(&self.env.bootstrap, &topic).await {
+            eprintln!("warning: cannot delete {topic}: {e:#}");
+        }
+        Ok(runs)
+    }
+
+    /// One steady-state sink run of `system`.
+    async fn sink_window(
+        &mut self,
+        system: System,
+        workload: &str,
+        kind: SinkKind,
+        input: &SinkInput<'_>,
+        rep: usize,
+    ) -> Result<Run> {
+        let dir = self.run_dir(workload);
         let data = self.data_dir(true)?;
         let out = dir.join("out");
         std::fs::create_dir_all(&out)?;
         let file = out.join("sink.txt");
+        let progress_file = out.join("progress");
+        let output = match kind {
+            SinkKind::Drop => SinkOutput::Drop {
+                progress: &progress_file,
+            },
+            SinkKind::File => SinkOutput::File { file: &file },
+            SinkKind::FileStream => SinkOutput::FileStream { file: &file },
+        };
         let job = Job::Sink {
-            topic,
-            count,
-            file: &file,
+            topic: input.topic,
+            output,
+        };
+        let progress = match (system, kind) {
+            (System::WasmConnect | System::NoOpPlugin, _) => Progress::Tasks {
+                connector: crate::systems::sink_name(&dir),
+                tasks: 1,
+            },
+            (_, SinkKind::Drop) => Progress::CountFile {
+                path: progress_file.clone(),
+            },
+            _ => Progress::FileLines {
+                path: file.clone(),
+                bytes_per_record: input.bytes_per_record,
+            },
         };
         settle();
         let mut running = self.env.start(system, &job, &dir, &data)?;
-        // Up to 90 % of the bytes: `file-sink` writes its last buffer at the worker's next flush
-        // (every second), the native consumer when it exits; that wait is not throughput.
-        let measured_bytes = bytes / 10 * 9;
-        let measured_records = count as f64 * 0.9;
-        let mut first_byte = None;
-        let done = wait_for(&mut running, || {
-            let size = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
-            if size > 0 && first_byte.is_none() {
-                first_byte = Some(Instant::now());
+        let measured = match Probe::new(&self.env.bootstrap, progress) {
+            Ok(mut probe) => {
+                probe
+                    .measure(&mut running, self.broker, self.timing, Some(input.records))
+                    .await
             }
-            size >= measured_bytes
-        });
-        let finished = Instant::now();
-        let mut peak = running.peak_rss_kib();
-        let log = running.log.clone();
-        finish(system, running, done)?;
-        if system == System::Native {
-            peak = native_peak(&log);
-        }
-        let span = first_byte
-            .map(|t| finished.duration_since(t).as_secs_f64())
-            .unwrap_or(0.0)
-            .max(0.001);
-        eprintln!(
-            "sink {} rep {rep}: {:.0} records/s",
-            system.name(),
-            measured_records / span
-        );
-        Ok(Run {
-            workload: "sink".into(),
-            system: system.name(),
-            rep,
-            records: count,
-            throughput: Some(measured_records / span),
-            startup_ms: None,
-            peak_rss_kib: peak,
-            value_bytes: Some(VALUE_SIZE),
-        })
-    }
-
-    /// The sink ceiling: `bench-sink` writes nothing, so throughput comes from the task's
-    /// `records_done` (counted when `put` returns), from its first change to 90 % of `count`,
-    /// as the file-based runs measure. (When one batch already holds 90 %, as in a smoke run,
-    /// from the last sample before it.)
-    async fn sink_no_op(&mut self, topic: &str, count: u64, rep: usize) -> Result<Run> {
-        let dir = self.run_dir("sink");
-        let data = self.data_dir(true)?;
-        let file = dir.join("unused");
-        let job = Job::Sink {
-            topic,
-            count,
-            file: &file,
+            Err(e) => Err(e),
         };
-        settle();
-        let mut running = self.env.start(System::NoOpPlugin, &job, &dir, &data)?;
-        let outcome = self.count_sink_records(&mut running, &dir, count).await;
         let peak = running.peak_rss_kib();
         running.kill();
-        let (first, last) = outcome?;
-        let throughput =
-            (last.1 - first.1) as f64 / last.0.duration_since(first.0).as_secs_f64().max(0.001);
-        eprintln!(
-            "sink {} rep {rep}: {throughput:.0} records/s",
-            System::NoOpPlugin.name()
-        );
-        Ok(Run {
-            workload: "sink".into(),
-            system: System::NoOpPlugin.name(),
-            rep,
-            records: count,
-            throughput: Some(throughput),
-            startup_ms: None,
-            peak_rss_kib: peak,
-            value_bytes: Some(VALUE_SIZE),
-        })
-    }
-
-    /// (time, records done) when the count first moved (or when it was last seen at 0, if that
-    /// move was already the end) and when it reached 90 % of `count`. Polled every 10 ms: the
-    /// requests cost the measured worker well under 1 % of a core.
-    async fn count_sink_records(
-        &self,
-        running: &mut Running,
-        dir: &Path,
-        count: u64,
-    ) -> Result<((Instant, u64), (Instant, u64))> {
-        let url = format!(
-            "{}/connectors/{}/tasks/0/metrics",
-            running.rest_url(Duration::from_secs(120))?,
-            crate::systems::sink_name(dir)
-        );
-        // Before the connector exists, nothing is done.
-        let mut before = (Instant::now(), 0);
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .build()?;
-        let deadline = Instant::now() + Duration::from_secs(600);
-        let mut first = None;
-        while Instant::now() < deadline {
-            running.check_alive()?;
-            // Not found until the connector is created: counts as nothing done yet.
-            let metrics: serde_json::Value = match client.get(&url).send().await {
-                Ok(response) => response.json().await.unwrap_or_default(),
-                Err(_) => serde_json::Value::Null,
-            };
-            if metrics["state"] == "FAILED" {
-                bail!(
-                    "the no-op sink's task failed: {metrics}; see {}",
-                    running.log.display()
-                );
+        // The output can be gigabytes.
+        let _ = std::fs::remove_file(&file);
+        let window = measured.with_context(|| format!("{workload} on {}", system.name()))?;
+        let settings = match (system, kind) {
+            (System::NoOpPlugin, _) => "`bench-sink`, string converter".to_owned(),
+            (System::Native, SinkKind::Drop) => {
+                "rdkafka, batches from split partition queues as the worker takes them; dropped"
+                    .to_owned()
             }
-            let done = metrics["records_done"].as_u64();
-            let now = Instant::now();
-            let end = done.is_some_and(|d| d >= count / 10 * 9);
-            match done {
-                Some(0) => before = (now, 0),
-                Some(d) if first.is_none() => first = Some(if end { before } else { (now, d) }),
-                _ => {}
+            (System::Native, _) => {
+                "rdkafka, batches from split partition queues; 64 KiB buffered writes".to_owned()
             }
-            if let (true, Some(first), Some(done)) = (end, first, done) {
-                return Ok((first, (now, done)));
+            (System::WasmConnect, _) => "`file-sink`, string converter".to_owned(),
+            (System::KafkaConnectTuned, SinkKind::Drop) => {
+                "`NoOpSinkTask`, string converter, `max.poll.records=2000`".to_owned()
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        bail!(
-            "{} did not finish its job; see {}",
-            System::NoOpPlugin.name(),
-            running.log.display()
-        )
+            (System::KafkaConnectTuned, _) => {
+                "`BufferedFileSinkTask` (64 KiB buffer), string converter, `max.poll.records=2000`"
+                    .to_owned()
+            }
+            _ => "`FileStreamSink` (a write per record), string converter, Connect's defaults"
+                .to_owned(),
+        };
+        Ok(windowed_run(workload, system, rep, &window, peak, settings))
     }
 
     async fn density(&mut self, tasks: u32, duration: Duration) -> Result<DensityRun> {
         let topic = self.topic("density");
-        kafka::create_topic(&self.env.bootstrap, &topic).await?;
+        kafka::create_topic(&self.env.bootstrap, &topic, 1).await?;
         let dir = self.run_dir("density");
         let data = self.data_dir(true)?;
         let mut running = self.env.start(
@@ -566,6 +700,98 @@ async fn task_counts(client: &reqwest::Client, url: &str, tasks: u32) -> Result<
         counts.push(metrics["records_done"].as_u64().context("records_done")?);
     }
     Ok(counts)
+}
+
+/// A steady-state run's record (and its line on the console).
+fn windowed_run(
+    workload: &str,
+    system: System,
+    rep: usize,
+    window: &crate::window::Window,
+    peak_rss_kib: Option<u64>,
+    settings: String,
+) -> Run {
+    let cpu = window.per_million(window.cpu_seconds);
+    let broker = window.per_million(window.broker_cpu_seconds);
+    eprintln!(
+        "{workload} {} rep {rep}: {:.0} records/s over {:.1} s, {} CPU s per M records (broker {})",
+        system.name(),
+        window.throughput(),
+        window.seconds,
+        show_opt(cpu),
+        show_opt(broker),
+    );
+    Run {
+        workload: workload.to_owned(),
+        system: system.name(),
+        rep,
+        records: window.records,
+        throughput: Some(window.throughput()),
+        startup_ms: None,
+        peak_rss_kib,
+        value_bytes: Some(VALUE_SIZE),
+        seconds: Some(window.seconds),
+        cpu_s_per_m: cpu,
+        broker_cpu_s_per_m: broker,
+        settings,
+    }
+}
+
+/// What a sink run does with the records.
+#[derive(Debug, Clone, Copy)]
+enum SinkKind {
+    Drop,
+    File,
+    /// Kafka Connect's `FileStreamSink`.
+    FileStream,
+}
+
+/// The pre-filled topic the sink runs read.
+struct SinkInput<'a> {
+    topic: &'a str,
+    records: u64,
+    bytes_per_record: f64,
+}
+
+/// What a source run reads.
+enum SourceInput {
+    /// Records made as it goes (`datagen`, the native generator), by `tasks` tasks.
+    Generate { tasks: u32 },
+    /// The `lines` lines of a pre-written file.
+    File {
+        path: std::path::PathBuf,
+        lines: u64,
+    },
+}
+
+/// `systems` rotated by `rep`, so each goes first in turn.
+fn rotated<T: Clone>(systems: &[T], rep: usize) -> Vec<T> {
+    let mut order = systems.to_vec();
+    if !order.is_empty() {
+        let first = rep % order.len();
+        order.rotate_left(first);
+    }
+    order
+}
+
+/// Write `lines` of datagen's values (`VALUE_SIZE` bytes, record ids `0..lines`) to `path`.
+fn write_lines(path: &Path, lines: u64) -> Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::with_capacity(
+        1 << 20,
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+    );
+    for id in 0..lines {
+        let (_, value) = kafka::record(id, VALUE_SIZE);
+        out.write_all(value.as_bytes())?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn show_opt(value: Option<f64>) -> String {
+    value.map_or("—".into(), |v| format!("{v:.2}"))
 }
 
 /// Poll `done` until it holds (checking the process stays up); false after 10 minutes.

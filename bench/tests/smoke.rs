@@ -70,25 +70,36 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
         ("startup-cold", &["wasm-connect"][..]),
         ("startup-warm", &["wasm-connect", "Kafka Connect"][..]),
         (
-            "source-1-task",
+            "source-datagen-1-task",
             &[
                 "wasm-connect",
                 "native rdkafka",
-                "Kafka Connect",
                 "wasm-connect, no-op plugin",
             ][..],
         ),
         (
-            "source-2-task",
-            &["wasm-connect", "native rdkafka", "Kafka Connect"][..],
+            "source-datagen-2-task",
+            &["wasm-connect", "native rdkafka"][..],
         ),
         (
-            "sink",
+            "source-file-1-task",
+            &["wasm-connect", "Kafka Connect", "Kafka Connect, tuned"][..],
+        ),
+        (
+            "sink-drop",
+            &[
+                "wasm-connect, no-op plugin",
+                "native rdkafka",
+                "Kafka Connect, tuned",
+            ][..],
+        ),
+        (
+            "sink-file",
             &[
                 "wasm-connect",
                 "native rdkafka",
                 "Kafka Connect",
-                "wasm-connect, no-op plugin",
+                "Kafka Connect, tuned",
             ][..],
         ),
     ] {
@@ -110,6 +121,14 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
                 run["peak_rss_kib"].as_u64().is_some_and(|k| k > 0),
                 "{workload} {system}: {run}"
             );
+            if !workload.starts_with("startup") {
+                // Steady-state runs: a window, and the CPU the system spent in it.
+                assert!(
+                    run["seconds"].as_f64().is_some_and(|s| s > 0.0)
+                        && run["cpu_s_per_m"].as_f64().is_some_and(|c| c > 0.0),
+                    "{workload} {system}: {run}"
+                );
+            }
         }
     }
     let density = &results["density"][0];
@@ -120,8 +139,8 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
     );
     let report = std::fs::read_to_string(&markdown).expect("BENCHMARKS.md");
     for heading in [
-        "## Throughput",
-        "## Ceiling",
+        "## Throughput, steady state",
+        "## Comparisons",
         "## Start-up",
         "## Peak memory",
         "## Density",
