@@ -207,3 +207,32 @@ fn every_key_in_the_key_table_is_documented_with_its_default() {
         }
     }
 }
+
+#[test]
+fn a_second_worker_on_a_data_directory_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = [
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugin_dir().display().to_string()),
+    ];
+    let first_dir = dir.path().join("first");
+    fs::create_dir_all(&first_dir).unwrap();
+    let mut first = wasm_connect_tests::worker::Worker::start(&first_dir, &settings, &[]);
+    first.rest_url(std::time::Duration::from_secs(120));
+    // The same data directory (the support worker uses <dir>/data).
+    let second_dir = dir.path().join("second");
+    fs::create_dir_all(&second_dir).unwrap();
+    let (ok, err) = standalone(&second_dir, &base_worker(&first_dir), &[]);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("is in use by another wasm-connect worker") && err.contains("data.dir"),
+        "{err}"
+    );
+    let (status, log) = first.stop();
+    assert!(status.success(), "the first worker runs on: {log}");
+    // Once it is gone, the directory is free again.
+    let mut again = wasm_connect_tests::worker::Worker::start(&first_dir, &settings, &[]);
+    again.rest_url(std::time::Duration::from_secs(120));
+    let (status, log) = again.stop();
+    assert!(status.success(), "{log}");
+}

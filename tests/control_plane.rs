@@ -20,6 +20,8 @@
 //!   commits them before the group moves them on: no record is written twice.
 //! - A sink task whose `put` fails retriably for about four `max.poll.interval.ms` stays in its
 //!   group (it polls the consumer while it backs off) and writes every record exactly once.
+//! - A sink task whose consumer is fenced (another member took its `group.instance.id`) fails,
+//!   is restarted with a new consumer, and commits again.
 
 use std::time::Duration;
 
@@ -434,6 +436,22 @@ async fn connectors_follow_their_plugin_file_unless_pinned() {
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
     let body = bad.text().await.unwrap();
     assert!(body.contains("connector.plugin.version"), "{body}");
+    // A version no file has is the version key's problem, not the class's.
+    let none = reqwest::Client::new()
+        .post(format!("{url}/connectors"))
+        .json(
+            &json!({"name": "none", "config": idle(json!({"connector.plugin.version": "9.9.9"}))}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(none.status(), StatusCode::BAD_REQUEST);
+    let body = none.text().await.unwrap();
+    assert!(
+        body.contains("connector.plugin.version: no version of misbehave")
+            && body.contains("misbehave@0.1.0-build.c"),
+        "{body}"
+    );
     let (_, log) = worker.stop();
     assert!(log.contains("stopped."), "{log}");
 }
@@ -730,4 +748,86 @@ fn written_ids(file: &std::path::Path) -> std::collections::BTreeMap<u64, usize>
             *seen.entry(value["id"].as_u64().unwrap()).or_default() += 1;
             seen
         })
+}
+
+/// A sink task whose consumer is fenced (another consumer joined its group with the task's
+/// `group.instance.id`) can neither consume nor commit again: it fails, naming why, and is
+/// restarted with a new consumer, whose commits move on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fenced_sink_task_fails_and_restarts_with_a_new_consumer() {
+    use rdkafka::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+
+    let (dir, plugins, out) = flaky_sink_setup();
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+        ("offset.flush.interval.ms", "500".to_owned()),
+        ("task.restart.backoff.initial.ms", "200".to_owned()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    let topic = unique_topic("fenced");
+    create_topic(&topic, 1).await;
+    let source = json!({"connector.class": "datagen", "topic": topic,
+        "count": "1000000", "rate": "200", "value.converter": "string"});
+    assert_eq!(create(&url, "source", source).await, StatusCode::CREATED);
+    let file = out.join("lines.txt");
+    let sink = json!({"connector.class": "flaky-sink", "topics": topic,
+        "file": file.display().to_string(), "fail.times": "0",
+        "sandbox.fs.write": out.display().to_string(), "value.converter": "string"});
+    assert_eq!(create(&url, "sink", sink).await, StatusCode::CREATED);
+    assert!(
+        eventually(Duration::from_secs(60), || lines(&file).len() >= 50),
+        "the sink consumes: {}",
+        worker.log_text()
+    );
+
+    // The task's static member id: its client id and the worker instance's id.
+    let instance = std::fs::read_to_string(dir.path().join("data/worker-instance-id")).unwrap();
+    let member = format!("wasm-connect-sink-0-{}", instance.trim());
+    let intruder: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", kafka::bootstrap())
+        .set("group.id", "connect-sink")
+        .set("group.instance.id", &member)
+        // The group's protocol: with another the coordinator refuses the join.
+        .set("partition.assignment.strategy", "cooperative-sticky")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    intruder.subscribe(&[topic.as_str()]).unwrap();
+    let fenced = eventually(Duration::from_secs(60), || {
+        let _ = intruder.poll(Duration::from_millis(100));
+        worker
+            .log_text()
+            .contains("the Kafka consumer hit a fatal error")
+    });
+    drop(intruder);
+    assert!(fenced, "the fenced task fails: {}", worker.log_text());
+    let restarted = block(async {
+        for _ in 0..600 {
+            let metrics = task_metrics(&url, "sink", 0).await;
+            if metrics["restarts"].as_u64().unwrap_or(0) >= 1 && metrics["state"] == "RUNNING" {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    });
+    assert!(restarted, "restarted and running: {}", worker.log_text());
+    // The new consumer commits again.
+    let before = kafka::committed_offset("connect-sink", &topic, 0).unwrap_or(0);
+    assert!(
+        eventually(Duration::from_secs(60), || kafka::committed_offset(
+            "connect-sink",
+            &topic,
+            0
+        )
+        .unwrap_or(0)
+            > before + 20),
+        "commits move on after the restart: {}",
+        worker.log_text()
+    );
+    let (status, log) = worker.stop();
+    assert!(status.success(), "{log}");
 }

@@ -27,7 +27,7 @@ const WINDOWED: &[(&str, &str, &str)] = &[
     (
         "source-datagen-1-task",
         "datagen, 1 task, 1 partition",
-        "wasm-connect runs `datagen`; the native baseline makes the same records (`datagen`'s own value code) and hands them to librdkafka 2 000 at a time with its batch call, as the worker does, with the worker's producer settings, after a warm-up record so its client is connected. The no-op plugin (`bench-source`) returns copies of one prepared record: the ceiling of any plugin on this host and contract version.",
+        "wasm-connect runs `datagen`; the native baseline sends `datagen`'s records made before the run (100 000 of them, over and over, so its cost is librdkafka's alone) 2 000 at a time with librdkafka's batch call, as the worker does, with the worker's producer settings, after a warm-up record so its client is connected. The no-op plugin (`bench-source`) returns copies of one prepared record: the ceiling of any plugin on this host and contract version.",
     ),
     (
         "source-datagen-2-task",

@@ -14,6 +14,10 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use crate::measure::cpu_seconds;
 use crate::systems::Running;
 
+/// The shortest window that still measures something: a run whose input runs out sooner is an
+/// error that says to make the input larger.
+pub const MIN_WINDOW: Duration = Duration::from_secs(3);
+
 /// How far a system has got.
 pub enum Progress {
     /// Records in `topic` (its partitions' high watermarks): a source's output.
@@ -35,7 +39,7 @@ pub enum Progress {
 pub struct Timing {
     pub warm_up: Duration,
     pub window: Duration,
-    /// Whether a window cut to under half its length by the input running out is an error (a
+    /// Whether a window cut to under [`MIN_WINDOW`] by the input running out is an error (a
     /// smoke run measures nothing, and accepts it).
     pub strict: bool,
 }
@@ -164,7 +168,7 @@ impl Probe {
     /// records the system can move at most (a pre-written file or topic). The window closes
     /// early once 95 % of it has moved, so a system faster than the input was sized for is
     /// measured over a shorter window (reported as such) rather than over an idle tail; one
-    /// shorter than half the window asked for is an error that says to make the input larger.
+    /// shorter than [`MIN_WINDOW`] is an error that says to make the input larger.
     pub async fn measure(
         &mut self,
         running: &mut Running,
@@ -196,7 +200,7 @@ impl Probe {
                 break now;
             }
         };
-        if timing.strict && end.at.duration_since(start.at) < timing.window / 2 {
+        if timing.strict && end.at.duration_since(start.at) < MIN_WINDOW.min(timing.window) {
             bail!(
                 "the input ({} records) ran out {:.1} s into a {:.0} s window: make it larger, or the window shorter; see {}",
                 input.unwrap_or(0),

@@ -91,6 +91,8 @@ pub struct Herder {
     /// What reads are served from.
     snapshot: Arc<Snapshot>,
     _broker: Option<EmbeddedBroker>,
+    /// Held for the worker's life: no second worker may use the same data directory.
+    _data_lock: std::fs::File,
     /// True once [`Herder::load`] has loaded the plugins and restored the stored connectors.
     started: watch::Receiver<bool>,
 }
@@ -102,6 +104,7 @@ impl Herder {
     pub async fn start(config: WorkerConfig) -> Result<Arc<Self>, String> {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| format!("data.dir: cannot create {}: {e}", config.data_dir.display()))?;
+        let data_lock = lock_data_dir(&config.data_dir)?;
         let sandbox = Sandbox::with_reservation(
             Some(config.data_dir.join("compiled")),
             config.memory_reservation,
@@ -169,6 +172,7 @@ impl Herder {
             control,
             snapshot,
             _broker: broker,
+            _data_lock: data_lock,
             started,
         }))
     }
@@ -499,6 +503,31 @@ async fn wait<T>(answer: oneshot::Receiver<Result<T, HerderError>>) -> Result<T,
 }
 
 /// The worker's identity across restarts: a random id created in `data_dir` on first start.
+/// Lock `data_dir` for this worker. Two workers on one data directory would run the same
+/// stored connectors twice, overwrite each other's offsets, and share one worker instance id,
+/// whose sink consumers fence each other out of their groups. The lock (`flock` on
+/// `<data.dir>/lock`) goes with the process, however it ends.
+fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, String> {
+    let path = data_dir.join("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("data.dir: cannot open {}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+            "data.dir: {} is in use by another wasm-connect worker (it holds {}); give each worker its own data.dir",
+            data_dir.display(),
+            path.display()
+        )),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(format!("data.dir: cannot lock {}: {e}", path.display()))
+        }
+    }
+}
+
 fn instance_id(data_dir: &std::path::Path) -> Result<String, String> {
     let path = data_dir.join("worker-instance-id");
     match std::fs::read_to_string(&path) {

@@ -180,6 +180,7 @@ impl SinkRunner {
         let mut spare = None;
         let mut rebalanced = false;
         loop {
+            self.check_fatal()?;
             let control_now = control(stop);
             let needs_quiet = !self.events.is_empty()
                 || last_flush.elapsed() >= self.settings.flush_interval
@@ -389,6 +390,18 @@ impl SinkRunner {
         );
         if let Some(held) = crate::kafka::repeats().admit(&key) {
             tracing::warn!(connector = %self.connector, task = self.task, "consumer: {error}{}", crate::kafka::held_back(held));
+        }
+    }
+
+    /// Fail the task if its consumer hit a fatal error (it was fenced by another member with its
+    /// `group.instance.id`, say): such a consumer can neither consume nor commit again, so the
+    /// task must not go on as if running. The restart policy brings it back with a new one.
+    fn check_fatal(&self) -> Result<(), Failure> {
+        match self.consumer.client().fatal_error() {
+            None => Ok(()),
+            Some((code, reason)) => Err(Failure::from(format!(
+                "the Kafka consumer hit a fatal error and cannot consume or commit again ({code:?}: {reason}); the task restarts with a new consumer"
+            ))),
         }
     }
 

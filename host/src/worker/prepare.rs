@@ -52,6 +52,22 @@ fn check(
                 .iter()
                 .map(|p| format!("{}@{}", p.spec.name, p.spec.version))
                 .collect();
+            // The plugin is there but no version matches: the version key is what to change.
+            let named = registry
+                .plugins()
+                .iter()
+                .any(|p| p.spec.name == config.plugin);
+            if let (true, Some(wanted)) = (named, config.plugin_version.as_deref()) {
+                return vec![Problem::new(
+                    crate::config::connector::PLUGIN_VERSION,
+                    format!(
+                        "no version of {} in {} matches {wanted:?} (available: {}); give an exact version (1.2.0) or a range ([1.0,2.0))",
+                        config.plugin,
+                        registry.dir().display(),
+                        available.join(", ")
+                    ),
+                )];
+            }
             vec![Problem::new(
                 "connector.class",
                 format!(
