@@ -4,7 +4,7 @@
 //! `BENCHMARKS.md` (tables) and `bench/results.json` (every run).
 //!
 //! ```text
-//! wasm-connect-bench run [--smoke] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
+//! wasm-connect-bench run [--smoke | --quick] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
 //!                        [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap ADDR]
 //!                        [--only startup,source,sink,density]
 //! wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS]]
@@ -73,7 +73,7 @@ fn parse_run(args: &[String]) -> Result<Options> {
     let mut options = Options {
         smoke: false,
         // Five, not three: on this 2-core host one disturbed run in three moved a median by a
-        // fifth (BENCHMARKS.md §0000000).
+        // fifth (docs/benchmark-journal.md §0000000).
         reps: 5,
         warm_up: std::time::Duration::from_secs(5),
         window: std::time::Duration::from_secs(20),
@@ -97,6 +97,14 @@ fn parse_run(args: &[String]) -> Result<Options> {
         };
         match arg.as_str() {
             "--smoke" => options.smoke = true,
+            // The headline rows in about ten minutes: every throughput pair, fewer and shorter
+            // runs (the intervals are wider, and say so).
+            "--quick" => {
+                options.reps = 3;
+                options.window = std::time::Duration::from_secs(8);
+                options.warm_up = std::time::Duration::from_secs(3);
+                options.only = vec!["source".into(), "sink".into()];
+            }
             "--reps" => options.reps = value()?.parse().context("--reps: a number")?,
             "--window" => options.window = seconds(&value()?, "--window")?,
             "--warm-up" => options.warm_up = seconds(&value()?, "--warm-up")?,
@@ -141,7 +149,7 @@ fn seconds(text: &str, option: &str) -> Result<std::time::Duration> {
 /// What `--help` prints (the module docs say more).
 const USAGE: &str = "\
 usage:
-  wasm-connect-bench run [--smoke] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
+  wasm-connect-bench run [--smoke | --quick] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
                          [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap HOST:PORT]
                          [--only startup,source,sink,density]
   wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS]]

@@ -130,6 +130,10 @@ fn warm(producer: &ThreadedProducer<Acks>, topic: &str, acked: &AtomicU64) -> Re
 /// Records handed to librdkafka per call, as many as the worker polls from a plugin at a time.
 const BATCH: u64 = 2000;
 
+/// Records in flight per sending thread before it waits: the worker's default
+/// `source.max.in.flight.records` per task.
+const IN_FLIGHT_PER_THREAD: u64 = 20_000;
+
 /// Records made before the run and sent over and over: record `id` is datagen's record
 /// `id % POOL` (the same bytes for every id below it).
 const POOL: u64 = 100_000;
@@ -159,6 +163,11 @@ fn send_batched(
     }
     let mut start = ids.index;
     loop {
+        // As the worker bounds each task's records in flight (`source.max.in.flight.records`):
+        // an unbounded backlog fills librdkafka's queue, and senders then spin on a full one.
+        while producer.in_flight_count() as u64 > IN_FLIGHT_PER_THREAD * ids.threads {
+            std::thread::sleep(Duration::from_micros(200));
+        }
         let records: Vec<&(String, String)> = ids
             .batch(start)
             .map(|id| &pool[(id % POOL) as usize])

@@ -1,6 +1,7 @@
 //! `BENCHMARKS.md` and `bench/results.json`: the tables (median and spread per workload and
-//! system, ratios, targets met or not), the machine, the command. Everything below the notes
-//! marker in an existing `BENCHMARKS.md` (profiling notes, written by hand) is kept.
+//! system, CPU per record, paired ratios with their intervals, targets met or not), the
+//! machine, the command. The page is the harness's alone; profiling notes live in
+//! `docs/benchmark-journal.md`, written by hand.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,9 +13,6 @@ use anyhow::{Context, Result};
 use crate::Options;
 use crate::measure::{RatioCi, Summary};
 use crate::workloads::{BoundaryPoint, Results, Run};
-
-/// Hand-written notes start after this line in BENCHMARKS.md.
-const NOTES_MARKER: &str = "<!-- notes: everything below is kept by the harness -->";
 
 const WASM: &str = "wasm-connect";
 const NATIVE: &str = "native rdkafka";
@@ -343,15 +341,7 @@ pub fn write(options: &Options, results: &Results) -> Result<()> {
     }
     std::fs::write(&options.json, serde_json::to_string_pretty(results)?)
         .with_context(|| format!("cannot write {}", options.json.display()))?;
-    let notes = std::fs::read_to_string(&options.markdown)
-        .ok()
-        .and_then(|old| {
-            old.split_once(NOTES_MARKER)
-                .map(|(_, notes)| notes.to_owned())
-        })
-        .unwrap_or_else(|| "\n## Profiling notes\n\n(none yet)\n".into());
-    let markdown = format!("{}{NOTES_MARKER}{notes}", render(options, results));
-    std::fs::write(&options.markdown, markdown)
+    std::fs::write(&options.markdown, render(options, results))
         .with_context(|| format!("cannot write {}", options.markdown.display()))?;
     eprintln!(
         "wrote {} and {}",
@@ -390,7 +380,7 @@ fn render(options: &Options, results: &Results) -> String {
     let _ = writeln!(md, "## Throughput, steady state\n");
     let _ = writeln!(
         md,
-        "Each run starts its system, waits until records reach the topic, lets it warm up for {:.1} s untimed (the JVM's JIT, connections, first batches), then counts the records moved over a {:.1} s window (for sources, the records that reached the topic, from its partitions' high watermarks; for sinks, as each section says; read by the harness's clock for every system; a window closes early if the input is nearly used up, so the window column says how long each run was measured) and the CPU time (user + system, all threads, from `/proc`) the system's process and the broker used in that window. The broker's share is reported because on this 2-core machine it competes with the system measured. Every source run writes to a fresh topic with as many partitions as tasks, deleted afterwards; the sinks all read one pre-filled topic, each run in a consumer group of its own. Values are 100-byte JSON text with string keys, through the string converter (bytes unchanged) on every system.\n",
+        "Each run starts its system, waits until records reach the topic, lets it warm up for {:.1} s untimed (the JVM's JIT, connections, first batches; a sink until a sixth of its input is consumed, if that comes sooner), then counts the records moved over a {:.1} s window (for sources, the records that reached the topic, from its partitions' high watermarks; for sinks, as each section says; read by the harness's clock for every system; a window closes early if the input is nearly used up, so the window column says how long each run was measured) and the CPU time (user + system, all threads, from `/proc`) the system's process and the broker used in that window. The broker's share is reported because on this 2-core machine it competes with the system measured. Every source run writes to a fresh topic with as many partitions as tasks, deleted afterwards; the sinks all read one pre-filled topic, each run in a consumer group of its own. Values are 100-byte JSON text with string keys, through the string converter (bytes unchanged) on every system.\n",
         results.warm_up_s, results.window_s,
     );
     for (key, title, what) in WINDOWED {
@@ -632,7 +622,10 @@ fn render(options: &Options, results: &Results) -> String {
             ),
         );
     }
-    md.push('\n');
+    let _ = writeln!(
+        md,
+        "\nWhat was profiled and changed to get here, with the numbers of each step, is in [docs/benchmark-journal.md](docs/benchmark-journal.md)."
+    );
     md
 }
 

@@ -165,7 +165,8 @@ impl Probe {
     }
 
     /// Wait until `running` moves records, warm up, then measure one window. `input`: how many
-    /// records the system can move at most (a pre-written file or topic). The window closes
+    /// records the system can move at most (a pre-written file or topic); the warm-up ends
+    /// early once a sixth of it has moved. The window closes
     /// early once 95 % of it has moved, so a system faster than the input was sized for is
     /// measured over a shorter window (reported as such) rather than over an idle tail; one
     /// shorter than [`MIN_WINDOW`] is an error that says to make the input larger.
@@ -189,8 +190,17 @@ impl Probe {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        self.wait(running, timing.warm_up).await?;
-        let start = self.sample(running, broker).await?;
+        // The warm-up ends after its time, or once a sixth of a finite input has moved: a fast
+        // sink would otherwise spend most of its input warming up.
+        let warm_until = Instant::now() + timing.warm_up;
+        let warm_records = input.map(|n| n / 6);
+        let start = loop {
+            self.wait(running, Duration::from_millis(100)).await?;
+            let now = self.sample(running, broker).await?;
+            if now.at >= warm_until || warm_records.is_some_and(|n| now.records >= n) {
+                break now;
+            }
+        };
         let until = start.at + timing.window;
         let nearly_all = input.map(|n| n / 20 * 19);
         let end = loop {

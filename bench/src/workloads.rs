@@ -129,10 +129,10 @@ const FILE_LINES_PER_S_BOUND: f64 = 1_500_000.0;
 /// Records the sinks' input topic holds at most. Sinks read it from the page cache at several
 /// million records a second, faster than a topic can reasonably be sized for: the window of a
 /// fast sink closes when its input is nearly used up (each row reports its window).
-const SINK_RECORDS_MAX: u64 = 30_000_000;
+const SINK_RECORDS_MAX: u64 = 40_000_000;
 
 /// Records a second the sinks' input is sized for (up to [`SINK_RECORDS_MAX`]).
-const SINK_RECORDS_PER_S: f64 = 2_000_000.0;
+const SINK_RECORDS_PER_S: f64 = 3_000_000.0;
 
 /// The settings of a source that moves bytes through unchanged.
 const STRING_CONVERTER: &str = "string converter (bytes unchanged)";
@@ -218,7 +218,7 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
     let mut runs = Vec::new();
     // A million records a run: at 300 000, a run of the worker or the native producer lasted
     // under half a second, and linger, the first batches and the broker's pauses made its
-    // spread larger than the differences measured (BENCHMARKS.md §000). The sink's start-up
+    // spread larger than the differences measured (docs/benchmark-journal.md §000). The sink's start-up
     // (group join, first fetches) is likewise a small part of a million records' span.
     let (count, reps) = if options.smoke {
         (2_000, 1)
@@ -258,7 +258,7 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
     }
     // The broker is a JVM started for this run: its first few million records are slower while
     // its JIT compiles the produce path. Every system's source runs got faster rep by rep, and
-    // the first system of each rep paid most (BENCHMARKS.md §00000000); so the broker takes
+    // the first system of each rep paid most (docs/benchmark-journal.md §00000000); so the broker takes
     // untimed records first, and the systems take turns at going first.
     if options.runs("source") || options.runs("sink") {
         let topic = suite.topic("warm-up");

@@ -316,8 +316,8 @@ impl Subscription {
 ///
 /// librdkafka stops prefetching a partition once `queued.min.messages` are buffered, and
 /// then waits `fetch.queue.backoff.ms` (1 s by default) before it looks again. A task that
-/// drains the buffer faster than that sat idle most of each second: the sink ran at about a
-/// fifth of its speed until this was lowered (see BENCHMARKS.md).
+/// drains the buffer faster than that sat idle most of each second (see
+/// docs/benchmark-journal.md).
 pub const SETTINGS: &[(&str, &str)] = &[("fetch.queue.backoff.ms", "10")];
 
 /// Create and subscribe a consumer for one task of connector `connector`, a static member of

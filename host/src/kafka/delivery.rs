@@ -1,9 +1,9 @@
 //! Where a record's delivery report goes: the opaque pointer librdkafka carries with each
 //! record. A record sent on its own carries its own boxed [`AckTarget`]. The records of one
-//! batch call share one allocation instead (profiled: the box per record, the channel-sender
-//! clone in it, and freeing both on librdkafka's delivery thread were a tenth of a source
-//! task's CPU), and their successes go back to the task in one message, that allocation
-//! itself, once the last of them is reported; a failure goes at once, on its own.
+//! batch call share one allocation instead (a box per record, the channel-sender clone in it,
+//! and freeing both on librdkafka's delivery thread cost every record), and their successes go
+//! back to the task in one message, that allocation itself, once the last of them is reported;
+//! a failure goes at once, on its own.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

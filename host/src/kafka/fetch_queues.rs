@@ -3,7 +3,7 @@
 //!
 //! rdkafka hands out one message per poll of the consumer queue, and each poll costs more than
 //! the message: two clock reads, a queue lock, an event and a reference-counted allocation.
-//! Profiled, that was about three quarters of a sink task's thread (see BENCHMARKS.md).
+//! That was most of a sink task's thread (see docs/benchmark-journal.md).
 //! librdkafka's `rd_kafka_consume_batch_queue` takes a whole run under one lock, but it must not
 //! serve the consumer queue: rdkafka uses the event API, and a rebalance met there without a
 //! rebalance callback is answered by unassigning everything. So each partition's fetch queue is

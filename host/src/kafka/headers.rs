@@ -4,7 +4,8 @@
 //! librdkafka parses a consumed message's headers on first access, and a record of the current
 //! format always carries a header count, even a count of zero: so `rd_kafka_message_headers`
 //! allocates (and the task thread frees) a 512-byte parse buffer for every message, only to
-//! find no headers. Profiled, that was about 15 % of a sink task's time on header-less topics.
+//! find no headers: a real share of a sink task's time on header-less topics (see
+//! docs/benchmark-journal.md).
 //! [`headers`] first reads the unparsed header bytes librdkafka keeps beside the message and
 //! skips the parse when they are a lone zero count.
 //!

@@ -40,14 +40,13 @@ pub enum Report {
     /// One record's report: a record sent on its own, or a record of a batch that failed.
     One(Ack),
     /// The records of one batch call that were delivered, in one message once the last
-    /// record of the call was reported (profiled: a channel message per record was about a
-    /// tenth of the delivery thread and of the task's).
+    /// record of the call was reported (a channel message per record cost both the delivery
+    /// thread and the task).
     Delivered(Delivered),
 }
 
 /// A delivery report. Kept small (the failure is boxed): one crosses a channel per record, and
-/// a report carrying a rejected record inline was copied three times on the way (profiled at a
-/// tenth of a source task's thread).
+/// a report carrying a rejected record inline was copied three times on the way.
 #[derive(Debug)]
 pub struct Ack {
     pub record: Submitted,
@@ -315,9 +314,9 @@ impl Producer {
     /// local queue is full. The records the client refused come back with their errors, in
     /// order.
     ///
-    /// Profiled against one `send` per record: librdkafka's per-record call looks the topic
-    /// up by name, reads the clock twice and parses its arguments, and rdkafka copies the name
-    /// into a `CString`; together a third of a source task's thread.
+    /// Against one `send` per record: librdkafka's per-record call looks the topic up by name,
+    /// reads the clock twice and parses its arguments, and rdkafka copies the name into a
+    /// `CString`, for every record.
     pub async fn send_batch<'a>(
         &self,
         topic: &Topic,

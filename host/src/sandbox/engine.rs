@@ -195,7 +195,7 @@ pub const INSTANCE_ADDRESS_SPACE_OVERHEAD: u64 = 64 * 1024 + 2 * 1024 * 1024 + 4
 /// Memory limits (`sandbox.memory.max.bytes`) can therefore never exceed the reservation; the
 /// herder refuses connectors that ask for more. Below 4 GiB every access is bounds-checked
 /// (with wasmtime's Spectre mitigation, which a multi-tenant host must keep), which costs guest
-/// code some speed (measured in BENCHMARKS.md); 4 GiB or more gives wasmtime's default layout,
+/// code some speed (measured in docs/benchmark-journal.md); 4 GiB or more gives wasmtime's default layout,
 /// 4 GiB plus guard regions per instance and no bounds checks, for the fastest guest code at a
 /// far larger address-space reservation per instance.
 ///

@@ -206,8 +206,8 @@ impl<'a> Reader<'a> {
     }
 
     /// A reader for every field of a batch: one pass over `data` first, and when it is all
-    /// ASCII no text field needs a check of its own (profiled: those checks were a fifth of
-    /// reading a source batch).
+    /// ASCII no text field needs a check of its own (per-field checks were a large share of
+    /// reading a source batch; see docs/benchmark-journal.md).
     pub(super) fn whole_batch(data: &'a [u8], headers: &'a [PackedHeader]) -> Self {
         Reader {
             data,

@@ -1,8 +1,8 @@
 //! The records of one `sink-task.put`, packed as contract 0.2.0's `sink-batch` while they are
 //! consumed: each key, value and header is copied once, from the consumed message into the
-//! batch's bytes, with no owned record in between (profiled: building a record per message and
-//! packing it again was about a quarter of a sink task's thread). Plugins built for 0.1.0 get
-//! records unpacked from it.
+//! batch's bytes, with no owned record in between (building a record per message and packing
+//! it again was a large share of a sink task; see docs/benchmark-journal.md). Plugins built for
+//! 0.1.0 get records unpacked from it.
 
 use super::data_ref::DataRef;
 use super::packed::{BYTES, JSON, NULL, Reader, TEXT, data_column, to_u32};

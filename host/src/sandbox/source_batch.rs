@@ -1,7 +1,7 @@
 //! What a source task's `poll` returned, read in place: the worker sends each record's key,
 //! value and headers straight from the lifted batch to the producer, with no owned record in
-//! between (profiled: unpacking into owned records was five allocations and copies a record,
-//! the largest host cost of a source task's thread).
+//! between (unpacking into owned records cost allocations and copies per record, the largest
+//! host cost of a source task; see docs/benchmark-journal.md).
 
 use super::data_ref::DataRef;
 use super::instance::CallError;

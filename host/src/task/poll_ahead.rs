@@ -1,7 +1,7 @@
 //! A source task's plugin instance on a tokio task of its own, asked for its next batch while
 //! the worker is still sending the last one: the plugin's `poll` then runs on one core while
-//! the producer path runs on another (profiled: the two shared one thread, and the plugin's
-//! own work was a third of it with `datagen`). Requests are served in order, so a `commit`
+//! the producer path runs on another (sharing one thread, each waited for the other). Requests
+//! are served in order, so a `commit`
 //! never overtakes a `poll` asked for before it.
 //!
 //! The instances are served on a runtime of their own. A task woken by another task of the

@@ -1,6 +1,6 @@
 //! A sink task's plugin instance on a tokio task of its own (on the plugin runtime, as for
 //! sources: see `poll_ahead`), so the worker can consume and convert the next batch while the
-//! plugin writes the last one (profiled: the two shared one thread, which bounded the sink).
+//! plugin writes the last one (sharing one thread, the two bounded the sink).
 //! Requests are served in order: an `open`, `close` or `flush` never overtakes a `put` asked
 //! for before it.
 

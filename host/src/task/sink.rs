@@ -310,7 +310,7 @@ impl SinkRunner {
         // The consumer queue first: polling it serves rebalances (whose events the loop then
         // handles) and errors, and brings messages of any partition not split off.
         // One stream for the whole batch: each `recv` makes (and drops) a stream, which
-        // registers a waker slot (profiled at about 3 % of the sink's thread).
+        // registers a waker slot.
         {
             let mut rest = self.consumer.stream();
             let mut next = first.or_else(|| rest.next().now_or_never().flatten());

@@ -34,7 +34,7 @@ use crate::sandbox::{DataRef, RecordRef};
 
 /// How many batches the plugin may be asked for ahead of the one being sent. Two, because the
 /// plugin's thread shares two cores with the producer's threads and the broker: with one, the
-/// loop still waited for the plugin for a sixth of its time (profiled).
+/// loop still waited for the plugin (see docs/benchmark-journal.md).
 const POLL_AHEAD: usize = 2;
 
 /// How long a stopping task waits for outstanding acknowledgements.
@@ -368,8 +368,8 @@ impl SourceRunner {
     /// Queue the common record without an `.await`: one for the topic of the record before,
     /// with no headers or timestamp of its own, a valid position, within the size limit, and
     /// converted by both converters. `false`: nothing was done, and [`Self::send`] takes the
-    /// record (and reports whatever is wrong with it). Profiled: building `send`'s future for
-    /// every record was a sixth of the task thread.
+    /// record (and reports whatever is wrong with it). This path builds no future per record,
+    /// which `send` does.
     fn queue_plain<'b>(
         &self,
         state: &mut Loop,
