@@ -38,6 +38,11 @@ const WINDOWED: &[(&str, &str, &str)] = &[
         "Every system reads the same pre-written file: wasm-connect's `file-source` against Kafka Connect's `FileStreamSource` (`batch.size=2000`, as many records per poll as wasm-connect asks of a plugin), at Connect's defaults (16 KiB producer batches, one request in flight) and tuned (the producer settings wasm-connect uses: 1 MiB batches, 5 ms linger, idempotence, 5 in flight, 1 GiB buffer). Connect runs with `-Xms256M -Xmx2G`, as `connect-standalone.sh` does.",
     ),
     (
+        "source-file-json-1-task",
+        "a file of 100-byte lines, 1 task, JSON converter with schemas",
+        "As above, with the converter wasm-connect documents as its default on both sides: `json` with `schemas.enable=true` against Kafka Connect's `JsonConverter` with `schemas.enable=true` (tuned), each line wrapped in the `{\"schema\", \"payload\"}` envelope.",
+    ),
+    (
         "sink-drop",
         "sink, records dropped, 1 task",
         "The least a sink can do in each system: wasm-connect with `bench-sink` (accepts every batch, writes nothing; counted by its task's `records_done`, as `put` returns), the native baseline taking batches from split partition queues exactly as the worker does and dropping them, and Kafka Connect (tuned: `max.poll.records=2000`, as many as `sink.batch.max.records`) with `NoOpSinkTask` (`bench/connect-sinks/`). The native and Connect sinks write how many records they were handed to a file the harness reads.",
@@ -146,6 +151,20 @@ const COMPARISONS: &[Comparison] = &[
         "source-file-1-task",
         CONNECT_TUNED,
         CONNECT,
+        Metric::Throughput,
+        None,
+    ),
+    compare(
+        "source-file-json-1-task",
+        WASM,
+        CONNECT_TUNED,
+        Metric::PerCpuSecond,
+        Some(3.0),
+    ),
+    compare(
+        "source-file-json-1-task",
+        WASM,
+        CONNECT_TUNED,
         Metric::Throughput,
         None,
     ),

@@ -235,8 +235,13 @@ pub enum Job<'a> {
         tasks: u32,
         value_size: usize,
     },
-    /// Read the lines of `file` into `topic` (one task).
-    ReadFile { topic: &'a str, file: &'a Path },
+    /// Read the lines of `file` into `topic` (one task); values through the JSON converter
+    /// with its schema envelope when `json`, else the string converter.
+    ReadFile {
+        topic: &'a str,
+        file: &'a Path,
+        json: bool,
+    },
     /// Copy `topic` (`count` records) into `file`, one value per line.
     /// Consume `topic` (a group of its own) into `output`, until stopped.
     Sink {
@@ -356,17 +361,26 @@ impl Env {
                 ("count", count.map_or("-1".into(), |c| c.to_string())),
                 ("value.size", value_size.to_string()),
             ],
-            Job::ReadFile { topic, file } => vec![
-                ("name", "bench-source".into()),
-                ("connector.class", "file-source".into()),
-                ("topic", (*topic).into()),
-                ("files", file.display().to_string()),
-                ("tail", "false".into()),
-                (
-                    "sandbox.fs.read",
-                    file.parent().unwrap_or(dir).display().to_string(),
-                ),
-            ],
+            Job::ReadFile { topic, file, json } => {
+                let mut pairs = vec![
+                    ("name", "bench-source".into()),
+                    ("connector.class", "file-source".into()),
+                    ("topic", (*topic).into()),
+                    ("files", file.display().to_string()),
+                    ("tail", "false".into()),
+                    (
+                        "sandbox.fs.read",
+                        file.parent().unwrap_or(dir).display().to_string(),
+                    ),
+                ];
+                if *json {
+                    pairs.extend([
+                        ("value.converter", "json".into()),
+                        ("value.converter.schemas.enable", "true".into()),
+                    ]);
+                }
+                pairs
+            }
             Job::Sink {
                 topic,
                 output: SinkOutput::File { file },
@@ -474,18 +488,30 @@ impl Env {
             worker.extend(CONNECT_TUNED.iter().map(|(k, v)| (*k, (*v).to_owned())));
         }
         let connector: Vec<(&str, String)> = match job {
-            Job::ReadFile { topic, file } => vec![
-                ("name", "bench-source".into()),
-                (
-                    "connector.class",
-                    "org.apache.kafka.connect.file.FileStreamSourceConnector".into(),
-                ),
-                ("topic", (*topic).into()),
-                ("file", file.display().to_string()),
-                // As many records per poll as wasm-connect asks of a plugin
-                // (`source.poll.max.records`); also Connect's default.
-                ("batch.size", "2000".into()),
-            ],
+            Job::ReadFile { topic, file, json } => {
+                let mut pairs = vec![
+                    ("name", "bench-source".into()),
+                    (
+                        "connector.class",
+                        "org.apache.kafka.connect.file.FileStreamSourceConnector".into(),
+                    ),
+                    ("topic", (*topic).into()),
+                    ("file", file.display().to_string()),
+                    // As many records per poll as wasm-connect asks of a plugin
+                    // (`source.poll.max.records`); also Connect's default.
+                    ("batch.size", "2000".into()),
+                ];
+                if *json {
+                    pairs.extend([
+                        (
+                            "value.converter",
+                            "org.apache.kafka.connect.json.JsonConverter".into(),
+                        ),
+                        ("value.converter.schemas.enable", "true".into()),
+                    ]);
+                }
+                pairs
+            }
             Job::Generate { .. } => bail!("Kafka Connect has no record generator to match datagen"),
             Job::Sink { topic, output } => {
                 let (class, key, path) = match output {

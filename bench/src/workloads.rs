@@ -134,6 +134,9 @@ const SINK_RECORDS_MAX: u64 = 40_000_000;
 /// Records a second the sinks' input is sized for (up to [`SINK_RECORDS_MAX`]).
 const SINK_RECORDS_PER_S: f64 = 3_000_000.0;
 
+/// The settings of a source that wraps each value in the JSON converter's schema envelope.
+const JSON_CONVERTER: &str = "JSON converter with schemas (`schemas.enable=true`)";
+
 /// The input of a smoke run's file source and sinks: enough to see records move.
 const SMOKE_INPUT: u64 = 3_000_000;
 
@@ -345,6 +348,7 @@ impl Suite {
             Job::ReadFile {
                 topic: &topic,
                 file: &lines,
+                json: false,
             }
         } else {
             Job::Generate {
@@ -433,11 +437,33 @@ impl Suite {
         let source = SourceInput::File {
             path: file.clone(),
             lines,
+            json: false,
         };
         for rep in 0..reps {
             for system in rotated(&systems, rep) {
                 runs.push(
                     self.source_window(system, "source-file-1-task", &source, rep)
+                        .await?,
+                );
+            }
+        }
+        // wasm-connect's documented default converter, against Connect's JsonConverter: both
+        // wrap each line in the schema envelope.
+        let source = SourceInput::File {
+            path: file.clone(),
+            lines,
+            json: true,
+        };
+        let mut systems = vec![System::WasmConnect];
+        systems.extend(
+            self.systems
+                .iter()
+                .filter(|s| **s == System::KafkaConnectTuned),
+        );
+        for rep in 0..reps {
+            for system in rotated(&systems, rep) {
+                runs.push(
+                    self.source_window(system, "source-file-json-1-task", &source, rep)
                         .await?,
                 );
             }
@@ -471,9 +497,10 @@ impl Suite {
                 tasks: *tasks,
                 value_size: VALUE_SIZE,
             },
-            SourceInput::File { path, .. } => Job::ReadFile {
+            SourceInput::File { path, json, .. } => Job::ReadFile {
                 topic: &topic,
                 file: path,
+                json: *json,
             },
         };
         self.env.prepare(system, &job).await?;
@@ -497,11 +524,15 @@ impl Suite {
             eprintln!("warning: cannot delete {topic}: {e:#}");
         }
         let window = measured.with_context(|| format!("{workload} on {}", system.name()))?;
+        let converter = match input {
+            SourceInput::File { json: true, .. } => JSON_CONVERTER,
+            _ => STRING_CONVERTER,
+        };
         let settings = match system {
-            System::KafkaConnectTuned => format!("{STRING_CONVERTER}; producer as wasm-connect's"),
-            System::KafkaConnect => format!("{STRING_CONVERTER}; Connect's default producer"),
+            System::KafkaConnectTuned => format!("{converter}; producer as wasm-connect's"),
+            System::KafkaConnect => format!("{converter}; Connect's default producer"),
             System::NoOpPlugin => "one prepared record, copied".to_owned(),
-            _ => STRING_CONVERTER.to_owned(),
+            _ => converter.to_owned(),
         };
         Ok(windowed_run(workload, system, rep, &window, peak, settings))
     }
@@ -772,10 +803,12 @@ struct SinkInput<'a> {
 enum SourceInput {
     /// Records made as it goes (`datagen`, the native generator), by `tasks` tasks.
     Generate { tasks: u32 },
-    /// The `lines` lines of a pre-written file.
+    /// The `lines` lines of a pre-written file, through the JSON converter with schemas when
+    /// `json`.
     File {
         path: std::path::PathBuf,
         lines: u64,
+        json: bool,
     },
 }
 

@@ -86,6 +86,10 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
             &["wasm-connect", "Kafka Connect", "Kafka Connect, tuned"][..],
         ),
         (
+            "source-file-json-1-task",
+            &["wasm-connect", "Kafka Connect, tuned"][..],
+        ),
+        (
             "sink-drop",
             &[
                 "wasm-connect, no-op plugin",
