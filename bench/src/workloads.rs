@@ -532,6 +532,10 @@ impl Suite {
             System::KafkaConnectTuned => format!("{converter}; producer as wasm-connect's"),
             System::KafkaConnect => format!("{converter}; Connect's default producer"),
             System::NoOpPlugin => "one prepared record, copied".to_owned(),
+            System::Native => {
+                "records made before the run, the worker's producer settings and batch call"
+                    .to_owned()
+            }
             _ => converter.to_owned(),
         };
         Ok(windowed_run(workload, system, rep, &window, peak, settings))
