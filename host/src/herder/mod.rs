@@ -502,7 +502,6 @@ async fn wait<T>(answer: oneshot::Receiver<Result<T, HerderError>>) -> Result<T,
     })
 }
 
-/// The worker's identity across restarts: a random id created in `data_dir` on first start.
 /// Lock `data_dir` for this worker. Two workers on one data directory would run the same
 /// stored connectors twice, overwrite each other's offsets, and share one worker instance id,
 /// whose sink consumers fence each other out of their groups. The lock (`flock` on
@@ -528,6 +527,7 @@ fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, String> {
     }
 }
 
+/// The worker's identity across restarts: a random id created in `data_dir` on first start.
 fn instance_id(data_dir: &std::path::Path) -> Result<String, String> {
     let path = data_dir.join("worker-instance-id");
     match std::fs::read_to_string(&path) {

@@ -29,7 +29,7 @@ use rdkafka::consumer::{
     BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol, StreamConsumer,
 };
 use rdkafka::error::KafkaError;
-use rdkafka::message::OwnedMessage;
+use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
@@ -155,8 +155,10 @@ impl ConsumerContext for SinkContext {
     }
 }
 
-/// How many messages [`SinkConsumer::serve`] keeps at most.
+/// How many messages, and how many bytes of keys and values, [`SinkConsumer::serve`] keeps at
+/// most: detached messages no longer count against librdkafka's own prefetch limits.
 const CARRIED_MAX: usize = 10_000;
+const CARRIED_MAX_BYTES: usize = 64 << 20;
 
 /// A sink task's consumer: rdkafka's, for the consumer queue (rebalances, errors, commits, and
 /// messages of any partition not split), and the split partition queues that hold its messages.
@@ -216,7 +218,7 @@ impl SinkConsumer {
     pub async fn serve(&self) -> Option<KafkaError> {
         // Kept messages cost memory, and a partition whose queue was not split keeps feeding
         // the consumer queue: past this many, wait as before (the caller's work decides).
-        if self.lock_carried().len() >= CARRIED_MAX {
+        if self.carried_full() {
             return std::future::pending().await;
         }
         match self.consumer.recv().await {
@@ -234,6 +236,26 @@ impl SinkConsumer {
         let mut carried = self.lock_carried();
         let n = carried.len().min(max);
         carried.drain(..n).collect()
+    }
+
+    /// Forget the kept messages of `partitions` (revoked or lost: their next owner consumes them
+    /// from the last commit, and none of them was handed to the plugin).
+    pub fn drop_carried(&self, partitions: &[(String, i32)]) {
+        self.lock_carried().retain(|m| {
+            !partitions
+                .iter()
+                .any(|(t, p)| t == m.topic() && *p == m.partition())
+        });
+    }
+
+    /// Whether the kept messages reached [`CARRIED_MAX`] or [`CARRIED_MAX_BYTES`].
+    fn carried_full(&self) -> bool {
+        let carried = self.lock_carried();
+        let bytes: usize = carried
+            .iter()
+            .map(|m| m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len))
+            .sum();
+        carried.len() >= CARRIED_MAX || bytes >= CARRIED_MAX_BYTES
     }
 
     fn lock_carried(&self) -> std::sync::MutexGuard<'_, VecDeque<OwnedMessage>> {

@@ -145,6 +145,15 @@ impl SinkRunner {
             let landed = self.land(flight, &mut positions, &stop).await;
             outcome = outcome.and(landed.map(drop));
         }
+        // Partitions lost while a failed batch was waited on must not be committed for: their
+        // new owner has them (revocations still held are committed, then released).
+        while let Ok(event) = self.events.try_recv() {
+            if let RebalanceEvent::Lost(parts) = event {
+                for p in &parts {
+                    positions.remove(p);
+                }
+            }
+        }
         // Even after a failure, what earlier batches handed over can still be made durable and
         // committed (positions only cover records the plugin accepted).
         let flushed = self
@@ -529,6 +538,9 @@ impl SinkRunner {
             let wait = backoff(retry).min(policy.retry_delay_max);
             retry += 1;
             self.back_off(wait, stop).await;
+            if control(stop) == Control::Stop {
+                continue;
+            }
             self.errors
                 .counts()
                 .total_retries
@@ -716,6 +728,7 @@ impl SinkRunner {
             }
             RebalanceEvent::Revoked(parts) => {
                 tracing::info!(connector = %self.connector, task = self.task, ?parts, "partitions revoked");
+                self.consumer.drop_carried(&parts);
                 // Flush and commit what was handed over for these partitions, so their new owner
                 // starts after it; if that commit misses the revocation, the new owner gets those
                 // records again (at-least-once).
@@ -738,6 +751,7 @@ impl SinkRunner {
                 }
             }
             RebalanceEvent::Lost(parts) => {
+                self.consumer.drop_carried(&parts);
                 tracing::warn!(connector = %self.connector, task = self.task, ?parts, "partitions lost (the group moved on without this task); what was not committed for them is consumed again by their new owner");
                 for p in &parts {
                     positions.remove(p);

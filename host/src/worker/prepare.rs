@@ -58,13 +58,21 @@ fn check(
                 .iter()
                 .any(|p| p.spec.name == config.plugin);
             if let (true, Some(wanted)) = (named, config.plugin_version.as_deref()) {
+                let versions: Vec<&String> = available
+                    .iter()
+                    .filter(|v| v.starts_with(&format!("{}@", config.plugin)))
+                    .collect();
                 return vec![Problem::new(
                     crate::config::connector::PLUGIN_VERSION,
                     format!(
-                        "no version of {} in {} matches {wanted:?} (available: {}); give an exact version (1.2.0) or a range ([1.0,2.0))",
+                        "no version of {} in {} matches {wanted:?} (available: {}); name one of those, or a range that holds one",
                         config.plugin,
                         registry.dir().display(),
-                        available.join(", ")
+                        versions
+                            .iter()
+                            .map(|v| v.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 )];
             }
