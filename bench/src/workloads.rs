@@ -510,14 +510,7 @@ impl Suite {
             topic: topic.clone(),
             partitions,
         };
-        let measured = match Probe::new(&self.env.bootstrap, progress) {
-            Ok(mut probe) => {
-                probe
-                    .measure(&mut running, self.broker, self.timing, limit)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        let measured = self.measure(&mut running, progress, limit).await;
         let peak = running.peak_rss_kib();
         running.kill();
         if let Err(e) = kafka::delete_topic(&self.env.bootstrap, &topic).await {
@@ -539,6 +532,19 @@ impl Suite {
             _ => converter.to_owned(),
         };
         Ok(windowed_run(workload, system, rep, &window, peak, settings))
+    }
+
+    /// Measure one window of `running` by `progress` (see `window`); the caller stops the
+    /// system whatever the outcome.
+    async fn measure(
+        &self,
+        running: &mut Running,
+        progress: Progress,
+        input: Option<u64>,
+    ) -> Result<crate::window::Window> {
+        Probe::new(&self.env.bootstrap, progress)?
+            .measure(running, self.broker, self.timing, input)
+            .await
     }
 
     /// The sink workloads, all reading one pre-filled topic (each run in a consumer group of
@@ -635,14 +641,9 @@ impl Suite {
         };
         settle();
         let mut running = self.env.start(system, &job, &dir, &data)?;
-        let measured = match Probe::new(&self.env.bootstrap, progress) {
-            Ok(mut probe) => {
-                probe
-                    .measure(&mut running, self.broker, self.timing, Some(input.records))
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        let measured = self
+            .measure(&mut running, progress, Some(input.records))
+            .await;
         let peak = running.peak_rss_kib();
         running.kill();
         // The output can be gigabytes.

@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
+use crate::config::keys::Kind;
 use crate::sandbox::DataRef;
 use crate::sandbox::wit::types::Data;
 
@@ -38,7 +39,7 @@ const ALIASES: &[(&str, &str)] = &[
 /// Check one `key.converter*` / `value.converter*` setting.
 pub fn check_setting(key: &str, value: &str) -> Result<(), String> {
     if key.ends_with(".schemas.enable") {
-        return parse_bool(value).map(|_| ());
+        return Kind::boolean(value).map(|_| ());
     }
     if key == "key.converter" || key == "value.converter" {
         return parse_name(value).map(|_| ());
@@ -60,14 +61,6 @@ fn parse_name(value: &str) -> Result<&'static str, String> {
         other => Err(format!(
             "unknown converter {other:?}; use string, json or bytes (or Kafka Connect's StringConverter, JsonConverter, ByteArrayConverter)"
         )),
-    }
-}
-
-fn parse_bool(value: &str) -> Result<bool, String> {
-    match value.trim() {
-        v if v.eq_ignore_ascii_case("true") => Ok(true),
-        v if v.eq_ignore_ascii_case("false") => Ok(false),
-        other => Err(format!("{other:?} must be true or false")),
     }
 }
 
@@ -106,7 +99,7 @@ impl Converter {
             "bytes" => Converter::Bytes,
             _ => {
                 let schemas = match lookup(".schemas.enable") {
-                    Some((key, value)) => parse_bool(&value).map_err(|e| format!("{key}: {e}"))?,
+                    Some((key, value)) => crate::config::keys::read_bool(&key, &value)?,
                     None => true,
                 };
                 Converter::Json { schemas }
