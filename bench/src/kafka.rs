@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::producer::{
     BaseRecord, DefaultProducerContext, Producer, ProducerContext, ThreadedProducer,
 };
@@ -54,6 +54,21 @@ pub fn send_records<C: ProducerContext<DeliveryOpaque = ()>>(
 /// (`LogAppendTime`), so the timestamps the workloads read are when the broker wrote each record,
 /// whatever the producer set.
 pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<()> {
+    create_topic_stamped(bootstrap, topic, partitions, "LogAppendTime").await
+}
+
+/// Create `topic` with `partitions` partitions, its records carrying the producer's timestamps
+/// (`CreateTime`): when each record was made, whenever the broker wrote it.
+pub async fn create_topic_create_time(bootstrap: &str, topic: &str, partitions: i32) -> Result<()> {
+    create_topic_stamped(bootstrap, topic, partitions, "CreateTime").await
+}
+
+async fn create_topic_stamped(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    timestamp_type: &str,
+) -> Result<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()?;
@@ -61,7 +76,7 @@ pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Resu
         .create_topics(
             [
                 &NewTopic::new(topic, partitions, TopicReplication::Fixed(1))
-                    .set("message.timestamp.type", "LogAppendTime"),
+                    .set("message.timestamp.type", timestamp_type),
             ],
             &AdminOptions::new(),
         )
@@ -133,6 +148,15 @@ fn reader(bootstrap: &str) -> Result<BaseConsumer> {
         .create()?)
 }
 
+/// A reader of partition 0 of `topic`, from `offset`.
+fn reader_at(bootstrap: &str, topic: &str, offset: i64) -> Result<BaseConsumer> {
+    let consumer = reader(bootstrap)?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Offset(offset))?;
+    consumer.assign(&tpl)?;
+    Ok(consumer)
+}
+
 /// Wait until `topic` holds `count` records (or `timeout` passes).
 pub fn wait_for_records(bootstrap: &str, topic: &str, count: u64, timeout: Duration) -> Result<()> {
     let consumer = reader(bootstrap)?;
@@ -161,23 +185,116 @@ pub fn timestamps(
 ) -> Result<(i64, i64, usize)> {
     let consumer = reader(bootstrap)?;
     let at = |offset: i64| -> Result<(i64, usize)> {
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, 0, Offset::Offset(offset))?;
-        consumer.assign(&tpl)?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Some(message) = consumer.poll(Duration::from_millis(200)) {
-                let message = message?;
-                let timestamp = message
-                    .timestamp()
-                    .to_millis()
-                    .context("record without a timestamp")?;
-                return Ok((timestamp, message.payload().map_or(0, <[u8]>::len)));
-            }
-        }
-        bail!("no record at offset {offset} of {topic}")
+        read_at(&consumer, topic, offset, |message| {
+            let timestamp = message
+                .timestamp()
+                .to_millis()
+                .context("record without a timestamp")?;
+            Ok((timestamp, message.payload().map_or(0, <[u8]>::len)))
+        })
     };
     let (first, _) = at(first)?;
     let (last, size) = at(last)?;
     Ok((first, last, size))
+}
+
+/// The high watermark of partition 0 of `topic`.
+pub fn high_watermark(bootstrap: &str, topic: &str) -> Result<i64> {
+    let (_, high) = reader(bootstrap)?
+        .fetch_watermarks(topic, 0, Duration::from_secs(5))
+        .with_context(|| format!("cannot read the watermarks of {topic}"))?;
+    Ok(high)
+}
+
+/// The value of the record at `offset` of partition 0 of `topic` (empty for a null value).
+pub fn value_at(bootstrap: &str, topic: &str, offset: i64) -> Result<Vec<u8>> {
+    read_at(&reader(bootstrap)?, topic, offset, |message| {
+        Ok(message.payload().unwrap_or_default().to_vec())
+    })
+}
+
+/// `read` of the record at `offset` of partition 0 of `topic`, waiting up to 30 s for it.
+fn read_at<T>(
+    consumer: &BaseConsumer,
+    topic: &str,
+    offset: i64,
+    read: impl FnOnce(&BorrowedMessage<'_>) -> Result<T>,
+) -> Result<T> {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Offset(offset))?;
+    // (Reassigning moves the one consumer of `timestamps` from the first offset to the last.)
+    consumer.assign(&tpl)?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Some(message) = consumer.poll(Duration::from_millis(200)) {
+            return read(&message?);
+        }
+    }
+    bail!("no record at offset {offset} of {topic}")
+}
+
+/// The timestamp of the first record of partition 0 of `topic`, from offset `from` on, whose
+/// timestamp is at least `since` (ms since the epoch); waits up to `timeout` for it.
+pub fn first_since(
+    bootstrap: &str,
+    topic: &str,
+    from: i64,
+    since: i64,
+    timeout: Duration,
+) -> Result<i64> {
+    let consumer = reader_at(bootstrap, topic, from)?;
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+            let timestamp = message?
+                .timestamp()
+                .to_millis()
+                .context("record without a timestamp")?;
+            if timestamp >= since {
+                return Ok(timestamp);
+            }
+        }
+    }
+    bail!("no record of {topic} from offset {from} stamped at or after {since} within {timeout:?}")
+}
+
+/// For every record of partition 0 of `topic` at offsets `from..to`, whose value starts with
+/// the time (ms since the epoch) it was due: the broker's append time minus that, in ms.
+pub fn stamped_latencies(bootstrap: &str, topic: &str, from: i64, to: i64) -> Result<Vec<i64>> {
+    let consumer = reader_at(bootstrap, topic, from)?;
+    let mut latencies = Vec::with_capacity((to - from).max(0) as usize);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while latencies.len() < (to - from).max(0) as usize {
+        if Instant::now() > deadline {
+            bail!(
+                "read {} of {} records of {topic}",
+                latencies.len(),
+                to - from
+            );
+        }
+        let Some(message) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        let message = message?;
+        if message.offset() >= to {
+            break;
+        }
+        let appended = message
+            .timestamp()
+            .to_millis()
+            .context("record without a timestamp")?;
+        let value = message.payload().unwrap_or_default();
+        let digits = value.iter().take_while(|b| b.is_ascii_digit()).count();
+        let due: i64 = std::str::from_utf8(&value[..digits])
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .with_context(|| {
+                format!(
+                    "record {} of {topic} does not start with a time",
+                    message.offset()
+                )
+            })?;
+        latencies.push(appended - due);
+    }
+    Ok(latencies)
 }

@@ -6,7 +6,7 @@
 //! ```text
 //! wasm-connect-bench run [--smoke | --quick] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
 //!                        [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap ADDR]
-//!                        [--only startup,source,sink,density]
+//!                        [--only startup,source,sink,latency,density]
 //! wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS]]
 //! wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE [file|drop]
 //! ```
@@ -49,15 +49,23 @@ pub struct Options {
     pub only: Vec<String>,
     /// Whether `--markdown` was given.
     pub markdown_given: bool,
+    /// `--quick`: the headline rows only.
+    pub quick: bool,
 }
 
 /// The workload groups `--only` chooses from.
-pub const GROUPS: &[&str] = &["startup", "source", "sink", "density"];
+pub const GROUPS: &[&str] = &["startup", "source", "sink", "latency", "density"];
 
 impl Options {
     /// Whether workload group `group` (one of [`GROUPS`]) runs.
     pub fn runs(&self, group: &str) -> bool {
         self.only.is_empty() || self.only.iter().any(|g| g == group)
+    }
+
+    /// Whether every value size and task count runs (not `--quick`; a smoke run proves them
+    /// all).
+    pub fn full_matrix(&self) -> bool {
+        !self.quick
     }
 }
 
@@ -87,6 +95,7 @@ fn parse_run(args: &[String]) -> Result<Options> {
         command: format!("wasm-connect-bench {}", args.join(" ")),
         only: Vec::new(),
         markdown_given: false,
+        quick: false,
     };
     let mut it = args.iter().skip(1);
     while let Some(arg) = it.next() {
@@ -100,6 +109,7 @@ fn parse_run(args: &[String]) -> Result<Options> {
             // The headline rows in about ten minutes: every throughput pair, fewer and shorter
             // runs (the intervals are wider, and say so).
             "--quick" => {
+                options.quick = true;
                 options.reps = 3;
                 options.window = std::time::Duration::from_secs(8);
                 options.warm_up = std::time::Duration::from_secs(3);
@@ -151,7 +161,7 @@ const USAGE: &str = "\
 usage:
   wasm-connect-bench run [--smoke | --quick] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
                          [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap HOST:PORT]
-                         [--only startup,source,sink,density]
+                         [--only startup,source,sink,latency,density]
   wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS]]
   wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE [file|drop]
 

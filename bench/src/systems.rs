@@ -2,8 +2,10 @@
 //! same way: wasm-connect (the release binary, with the `datagen`, `file-source` and `file-sink`
 //! plugins, or the no-op `bench-*` plugins), the native baseline (this binary's `native-source`
 //! / `native-sink` commands: rdkafka directly), and Apache Kafka Connect 4.x standalone
-//! (`FileStreamSource`, `FileStreamSink`), once at Connect's defaults and once tuned: its
-//! producer and consumer given the settings wasm-connect's use ([`CONNECT_TUNED`]).
+//! (`FileStreamSource`, `FileStreamSink`, and the harness's own Java connectors in
+//! `bench/connect-sinks`: a no-op sink, a buffered file sink and a paced source), at Connect's
+//! defaults, tuned (its producer and consumer given the settings wasm-connect's use,
+//! [`CONNECT_TUNED`]) and tuned with a small heap.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -24,6 +26,9 @@ pub enum System {
     KafkaConnect,
     /// Kafka Connect with [`CONNECT_TUNED`].
     KafkaConnectTuned,
+    /// Kafka Connect with [`CONNECT_TUNED`] and a 256 MiB heap (`-Xmx256m`): its memory when
+    /// held to a size a container would give it, and whether its throughput holds there.
+    KafkaConnectSmallHeap,
     /// wasm-connect running `bench-source` or `bench-sink`, which do no work of their own: the
     /// most any plugin can reach through this host and contract version.
     NoOpPlugin,
@@ -37,13 +42,17 @@ impl System {
             System::Native => "native rdkafka",
             System::KafkaConnect => "Kafka Connect",
             System::KafkaConnectTuned => "Kafka Connect, tuned",
+            System::KafkaConnectSmallHeap => "Kafka Connect, tuned, -Xmx256m",
             System::NoOpPlugin => "wasm-connect, no-op plugin",
         }
     }
 
     /// Whether this is Kafka Connect (either way).
     pub fn is_connect(self) -> bool {
-        matches!(self, System::KafkaConnect | System::KafkaConnectTuned)
+        matches!(
+            self,
+            System::KafkaConnect | System::KafkaConnectTuned | System::KafkaConnectSmallHeap
+        )
     }
 }
 
@@ -60,6 +69,9 @@ pub const CONNECT_TUNED: &[(&str, &str)] = &[
     ("producer.buffer.memory", "1073741824"),
     ("consumer.max.poll.records", "2000"),
 ];
+
+/// `connect-standalone.sh`'s heap settings.
+const CONNECT_HEAP: &[&str] = &["-Xms256M", "-Xmx2G"];
 
 /// Where things are.
 pub struct Env {
@@ -103,6 +115,8 @@ pub struct Running {
     /// When it was started (ms since the epoch).
     pub started_ms: i64,
     pub log: PathBuf,
+    /// Kafka Connect's REST address (wasm-connect's is read from its log: [`Running::rest_url`]).
+    pub rest: Option<String>,
 }
 
 impl Running {
@@ -118,6 +132,7 @@ impl Running {
             child,
             started_ms,
             log,
+            rest: None,
         })
     }
 
@@ -182,8 +197,12 @@ impl Running {
         Ok(fs::read_to_string(&self.log)?)
     }
 
-    /// The worker's REST address (wasm-connect logs it once running).
+    /// The worker's REST address (Kafka Connect's is chosen when it starts; wasm-connect logs
+    /// its own once running).
     pub fn rest_url(&mut self, timeout: Duration) -> Result<String> {
+        if let Some(rest) = &self.rest {
+            return Ok(rest.clone());
+        }
         let deadline = std::time::Instant::now() + timeout;
         loop {
             self.check_alive()?;
@@ -250,6 +269,52 @@ pub enum Job<'a> {
     },
     /// `tasks` datagen tasks writing one record a second each to `topic`, until killed.
     Density { topic: &'a str, tasks: u32 },
+    /// One task writing `rate` records a second to `topic`, each value starting with the time
+    /// it was due: `bench-source` for wasm-connect (the no-op plugin), the benchmark's
+    /// `RateSourceConnector` for Kafka Connect.
+    Stamped { topic: &'a str, rate: u32 },
+    /// `count` connectors of one task each, every one writing `rate` records a second of 100
+    /// bytes to `topic`, until killed: `datagen` for wasm-connect, the benchmark's
+    /// `RateSourceConnector` for Kafka Connect.
+    Connectors {
+        topic: &'a str,
+        count: u32,
+        rate: u32,
+    },
+}
+
+/// The connector configurations of a [`Job::Connectors`], `class` being the connector class.
+fn rate_connectors(
+    topic: &str,
+    count: u32,
+    rate: u32,
+    class: &str,
+) -> Vec<Vec<(&'static str, String)>> {
+    (0..count)
+        .map(|i| {
+            vec![
+                ("name", format!("bench-density-{i}")),
+                ("connector.class", class.to_owned()),
+                ("tasks.max", "1".to_owned()),
+                ("topic", topic.to_owned()),
+                ("rate", rate.to_string()),
+                ("value.size", "100".to_owned()),
+            ]
+        })
+        .collect()
+}
+
+/// Write `connectors` to `connector-<i>.properties` in `dir`; their paths.
+fn write_connectors(dir: &Path, connectors: &[Vec<(&str, String)>]) -> Result<Vec<PathBuf>> {
+    connectors
+        .iter()
+        .enumerate()
+        .map(|(i, pairs)| {
+            let path = dir.join(format!("connector-{i}.properties"));
+            write_properties(&path, pairs)?;
+            Ok(path)
+        })
+        .collect()
 }
 
 /// What a sink does with the records.
@@ -276,8 +341,11 @@ impl Env {
             System::WasmConnect => self.start_wasm_connect(job, dir, data, false),
             System::NoOpPlugin => self.start_wasm_connect(job, dir, data, true),
             System::Native => self.start_native(job, dir),
-            System::KafkaConnect => self.start_kafka_connect(job, dir, false),
-            System::KafkaConnectTuned => self.start_kafka_connect(job, dir, true),
+            System::KafkaConnect => self.start_kafka_connect(job, dir, false, CONNECT_HEAP),
+            System::KafkaConnectTuned => self.start_kafka_connect(job, dir, true, CONNECT_HEAP),
+            System::KafkaConnectSmallHeap => {
+                self.start_kafka_connect(job, dir, true, &["-Xms256M", "-Xmx256M"])
+            }
         }
     }
 
@@ -314,8 +382,24 @@ impl Env {
             ]);
         }
         write_properties(&worker, &settings)?;
-        let connector = dir.join("connector.properties");
         let pairs: Vec<(&str, String)> = match job {
+            Job::Stamped { topic, rate } if no_op => vec![
+                ("name", "bench-source".into()),
+                ("connector.class", "bench-source".into()),
+                ("tasks.max", "1".into()),
+                ("topic", (*topic).into()),
+                ("record.size", "100".into()),
+                ("key", "1234567".into()),
+                ("rate", rate.to_string()),
+                ("stamp", "true".into()),
+            ],
+            Job::Stamped { .. } => bail!("the latency workload runs the no-op plugin"),
+            Job::Connectors { .. } if no_op => bail!("no no-op plugin for this workload"),
+            Job::Connectors { topic, count, rate } => {
+                let files =
+                    write_connectors(dir, &rate_connectors(topic, *count, *rate, "datagen"))?;
+                return self.spawn_wasm_connect(&worker, &files, dir);
+            }
             Job::Generate {
                 topic,
                 tasks,
@@ -410,12 +494,22 @@ impl Env {
                 ),
             ],
         };
+        let connector = dir.join("connector.properties");
         write_properties(&connector, &pairs)?;
+        self.spawn_wasm_connect(&worker, &[connector], dir)
+    }
+
+    fn spawn_wasm_connect(
+        &self,
+        worker: &Path,
+        connectors: &[PathBuf],
+        dir: &Path,
+    ) -> Result<Running> {
         let mut command = Command::new(&self.worker);
         command
             .arg("standalone")
-            .arg(&worker)
-            .arg(&connector)
+            .arg(worker)
+            .args(connectors)
             .current_dir(dir)
             .env("RUST_LOG", "warn,wasm_connect=info");
         Running::spawn(command, dir.join("wasm-connect.log"))
@@ -462,17 +556,26 @@ impl Env {
                     mode,
                 ])
             }
-            Job::Density { .. } => bail!("the density workload is wasm-connect only"),
+            Job::Density { .. } | Job::Connectors { .. } | Job::Stamped { .. } => {
+                bail!("the density and latency workloads are wasm-connect's and Kafka Connect's")
+            }
         };
         Running::spawn(command, dir.join("native.log"))
     }
 
-    fn start_kafka_connect(&self, job: &Job<'_>, dir: &Path, tuned: bool) -> Result<Running> {
+    fn start_kafka_connect(
+        &self,
+        job: &Job<'_>,
+        dir: &Path,
+        tuned: bool,
+        heap: &[&str],
+    ) -> Result<Running> {
         let libs = self
             .connect_libs
             .as_ref()
             .context("Kafka Connect's jars are not available")?;
         let string = "org.apache.kafka.connect.storage.StringConverter".to_owned();
+        let rest = format!("http://127.0.0.1:{}", free_port()?);
         let mut worker = vec![
             ("bootstrap.servers", self.bootstrap.clone()),
             ("key.converter", string.clone()),
@@ -482,12 +585,68 @@ impl Env {
                 dir.join("offsets").display().to_string(),
             ),
             ("offset.flush.interval.ms", "1000".into()),
-            ("listeners", format!("http://127.0.0.1:{}", free_port()?)),
+            ("listeners", rest.clone()),
         ];
         if tuned {
             worker.extend(CONNECT_TUNED.iter().map(|(k, v)| (*k, (*v).to_owned())));
         }
-        let connector: Vec<(&str, String)> = match job {
+        let connectors: Vec<Vec<(&str, String)>> = match job {
+            Job::Connectors { topic, count, rate } => rate_connectors(
+                topic,
+                *count,
+                *rate,
+                "wasmconnect.bench.RateSourceConnector",
+            ),
+            Job::Stamped { topic, rate } => {
+                let mut connector =
+                    rate_connectors(topic, 1, *rate, "wasmconnect.bench.RateSourceConnector");
+                connector[0].push(("stamp", "true".into()));
+                connector
+            }
+            _ => vec![self.connect_connector(job, dir)?],
+        };
+        // Later keys win in Java properties files.
+        let worker_file = dir.join("connect-standalone.properties");
+        write_properties(&worker_file, &worker)?;
+        let connector_files = write_connectors(dir, &connectors)?;
+        let log4j = dir.join("log4j2.properties");
+        fs::write(
+            &log4j,
+            "rootLogger.level = warn\nrootLogger.appenderRef.out.ref = out\nappender.out.type = Console\nappender.out.target = SYSTEM_ERR\nappender.out.name = out\nappender.out.layout.type = PatternLayout\nappender.out.layout.pattern = %d %p %c %m%n\n",
+        )?;
+        let mut command = Command::new("java");
+        command
+            .args(heap)
+            .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
+            .arg("-cp")
+            .arg(format!(
+                "{}/*:{}",
+                libs.display(),
+                self.connect_sinks.as_deref().unwrap_or(libs).display()
+            ))
+            .arg("org.apache.kafka.connect.cli.ConnectStandalone")
+            .arg(&worker_file)
+            .args(&connector_files)
+            .current_dir(dir);
+        let out = fs::File::create(dir.join("kafka-connect.out"))?;
+        let log = dir.join("kafka-connect.log");
+        let err = fs::File::create(&log)?;
+        let started_ms = now_ms();
+        let child = command
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .context("cannot start java (Kafka Connect)")?;
+        Ok(Running {
+            child,
+            started_ms,
+            log,
+            rest: Some(rest),
+        })
+    }
+    /// Kafka Connect's connector configuration for `job` (one connector).
+    fn connect_connector(&self, job: &Job<'_>, dir: &Path) -> Result<Vec<(&'static str, String)>> {
+        Ok(match job {
             Job::ReadFile { topic, file, json } => {
                 let mut pairs = vec![
                     ("name", "bench-source".into()),
@@ -536,46 +695,9 @@ impl Env {
                     (key, path.display().to_string()),
                 ]
             }
-            Job::Density { .. } => bail!("the density workload is wasm-connect only"),
-        };
-        // Later keys win in Java properties files.
-        let worker_file = dir.join("connect-standalone.properties");
-        write_properties(&worker_file, &worker)?;
-        let connector_file = dir.join("connector.properties");
-        write_properties(&connector_file, &connector)?;
-        let log4j = dir.join("log4j2.properties");
-        fs::write(
-            &log4j,
-            "rootLogger.level = warn\nrootLogger.appenderRef.out.ref = out\nappender.out.type = Console\nappender.out.target = SYSTEM_ERR\nappender.out.name = out\nappender.out.layout.type = PatternLayout\nappender.out.layout.pattern = %d %p %c %m%n\n",
-        )?;
-        let mut command = Command::new("java");
-        command
-            // connect-standalone.sh's heap settings.
-            .args(["-Xms256M", "-Xmx2G"])
-            .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
-            .arg("-cp")
-            .arg(format!(
-                "{}/*:{}",
-                libs.display(),
-                self.connect_sinks.as_deref().unwrap_or(libs).display()
-            ))
-            .arg("org.apache.kafka.connect.cli.ConnectStandalone")
-            .arg(&worker_file)
-            .arg(&connector_file)
-            .current_dir(dir);
-        let out = fs::File::create(dir.join("kafka-connect.out"))?;
-        let log = dir.join("kafka-connect.log");
-        let err = fs::File::create(&log)?;
-        let started_ms = now_ms();
-        let child = command
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .spawn()
-            .context("cannot start java (Kafka Connect)")?;
-        Ok(Running {
-            child,
-            started_ms,
-            log,
+            Job::Density { .. } | Job::Connectors { .. } | Job::Stamped { .. } => {
+                bail!("the density and latency workloads are set up in start_kafka_connect")
+            }
         })
     }
 }

@@ -3,15 +3,22 @@
 //!
 //! - source throughput, measured over a steady-state window (see `window`) with the CPU time of
 //!   the system and of the broker: `datagen` against the native producer making the same records
-//!   (1 task on a 1-partition topic; 2 tasks on 2 partitions, native with 2 threads), and
-//!   `file-source` against Kafka Connect's `FileStreamSource`, at Connect's defaults and tuned,
-//!   all reading the same pre-written file;
-//! - sink throughput: a pre-filled topic copied to a file; from the first byte in the file to
-//!   90 % of its bytes;
+//!   (1, 2 and 8 tasks on topics with as many partitions, native with as many threads; 100 B,
+//!   1 KiB and 10 KiB values), and `file-source` against Kafka Connect's `FileStreamSource`, at
+//!   Connect's defaults, tuned, and tuned with a 256 MiB heap, all reading the same pre-written
+//!   file, with the `string` converter and with `json` and schemas;
+//! - sink throughput (100 B and 1 KiB values): a pre-filled topic copied to a file, or consumed
+//!   by a sink that drops what it gets, on every system; from the first record to 90 % of them;
 //! - start-up: process start to the broker's append time of the first record, warm (compile
 //!   cache filled) and cold (empty data directory);
+//! - restart recovery: a source killed with SIGKILL mid-file and started again at once, from the
+//!   kill to the broker's append time of the first record written after it;
+//! - end-to-end latency of a source paced at [`LATENCY_RATE`] records a second: each value
+//!   carries the time it was due, the topic stamps the broker's append time, p50/p99/max of the
+//!   difference (the source direction only, through the no-op plugin and a Java task alike);
 //! - peak memory (`VmHWM`) of every run above;
-//! - density: 10, 100, 1000 and 10 000 low-rate datagen tasks in one worker;
+//! - density: 10, 100, 1000 and 10 000 low-rate datagen tasks in one worker, and
+//!   [`CONNECTORS`] one-task connectors in wasm-connect against Kafka Connect (RSS and CPU);
 //! - the ceiling: source (1 task) and sink through wasm-connect with plugins that do no work,
 //!   which no real plugin can beat on this host and contract version.
 
@@ -85,6 +92,47 @@ impl DensityRun {
     }
 }
 
+/// One run of the connector-density comparison: many one-task connectors at a low rate in one
+/// worker, wasm-connect against Kafka Connect.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnectorDensityRun {
+    pub system: &'static str,
+    pub connectors: u32,
+    /// From the process start until every connector's task was running.
+    pub all_running_s: f64,
+    /// The measured window.
+    pub seconds: f64,
+    /// Records that reached the topic over the window.
+    pub records: u64,
+    /// CPU seconds of the system's process over the window.
+    pub cpu_seconds: Option<f64>,
+    pub rss_kib: Option<u64>,
+    pub peak_rss_kib: Option<u64>,
+}
+
+/// One run of the latency workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyRun {
+    pub system: &'static str,
+    pub rep: usize,
+    /// Records a second the source was paced at.
+    pub rate: u32,
+    /// The measured window.
+    pub seconds: f64,
+    pub records: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    pub settings: String,
+}
+
+/// Records a second of the latency workload.
+pub const LATENCY_RATE: u32 = 10_000;
+
+/// Connectors in the connector-density comparison.
+pub const CONNECTORS: u32 = 100;
+
 /// One boundary micro-benchmark result (from criterion).
 #[derive(Debug, Clone, Serialize)]
 pub struct BoundaryPoint {
@@ -100,6 +148,12 @@ pub struct BoundaryPoint {
 pub struct Results {
     pub runs: Vec<Run>,
     pub density: Vec<DensityRun>,
+    /// End-to-end latency at [`LATENCY_RATE`].
+    #[serde(default)]
+    pub latency: Vec<LatencyRun>,
+    /// wasm-connect against Kafka Connect, [`CONNECTORS`] connectors each.
+    #[serde(default)]
+    pub connector_density: Vec<ConnectorDensityRun>,
     pub boundary: Vec<BoundaryPoint>,
     pub seconds: f64,
     /// The untimed warm-up and the window of the steady-state workloads, in seconds.
@@ -118,9 +172,37 @@ struct Suite {
     warm_cache: std::path::PathBuf,
     systems: Vec<System>,
     counter: u64,
+    /// The datagen workloads to run: (tasks, value bytes).
+    datagen_matrix: &'static [(u32, usize)],
+    /// The value sizes of the sink workloads.
+    sink_sizes: &'static [usize],
 }
 
-const VALUE_SIZE: usize = 100;
+/// Records a file source writes before it is killed in the recovery workload.
+const RECOVERY_AFTER: u64 = 200_000;
+
+/// The value size of every workload that names no other: 100 bytes.
+pub const VALUE_SIZE: usize = 100;
+
+/// The datagen workloads of a full run: (tasks, value bytes), each on a topic with as many
+/// partitions as tasks.
+const DATAGEN_FULL: &[(u32, usize)] = &[
+    (1, 100),
+    (2, 100),
+    (8, 100),
+    (1, 1024),
+    (2, 1024),
+    (1, 10240),
+];
+
+/// The datagen workloads of a quick run (the headline rows) and of a smoke run.
+const DATAGEN_QUICK: &[(u32, usize)] = &[(1, 100), (2, 100)];
+
+/// The value sizes of the sink workloads of a full run.
+const SINK_SIZES_FULL: &[usize] = &[100, 1024];
+
+/// Bytes of values the sinks' input topic holds at most (the broker's disk).
+const SINK_BYTES_MAX: u64 = 4 << 30;
 
 /// Lines a second no system is expected to read from a file: the file-source workload's input
 /// covers the warm-up and window at this rate (a faster system runs out, and the run says so).
@@ -220,6 +302,16 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         work,
         systems,
         counter: 0,
+        datagen_matrix: if options.full_matrix() {
+            DATAGEN_FULL
+        } else {
+            DATAGEN_QUICK
+        },
+        sink_sizes: if options.full_matrix() {
+            SINK_SIZES_FULL
+        } else {
+            &SINK_SIZES_FULL[..1]
+        },
     };
     let mut runs = Vec::new();
     // A million records a run: at 300 000, a run of the worker or the native producer lasted
@@ -262,6 +354,23 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
             }
         }
     }
+    if options.runs("startup") {
+        let mut systems = vec![System::WasmConnect];
+        if suite.systems.contains(&System::KafkaConnectTuned) {
+            systems.push(System::KafkaConnectTuned);
+        }
+        // Far more lines than either system copies before it is killed and has restarted.
+        let lines = if options.smoke { 2_000_000 } else { 10_000_000 };
+        let file = suite.work.path().join("recovery-input").join("lines.txt");
+        std::fs::create_dir_all(file.parent().unwrap_or(suite.work.path()))?;
+        write_lines(&file, lines)?;
+        for rep in 0..reps {
+            for system in rotated(&systems, rep) {
+                runs.push(suite.recovery(system, &file, rep).await?);
+            }
+        }
+        let _ = std::fs::remove_file(&file);
+    }
     // The broker is a JVM started for this run: its first few million records are slower while
     // its JIT compiles the produce path. Every system's source runs got faster rep by rep, and
     // the first system of each rep paid most (docs/benchmark-journal.md §00000000); so the broker takes
@@ -275,7 +384,9 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         runs.extend(suite.source_pairs(reps).await?);
     }
     if options.runs("sink") {
-        runs.extend(suite.sink_pairs(reps).await?);
+        for &value_size in suite.sink_sizes {
+            runs.extend(suite.sink_pairs(reps, value_size).await?);
+        }
     }
     let mut density = Vec::new();
     let (sizes, seconds): (&[u32], u64) = if !options.runs("density") {
@@ -293,9 +404,38 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         .as_deref()
         .map(crate::report::read_criterion)
         .unwrap_or_default();
+    let mut latency = Vec::new();
+    if options.runs("latency") {
+        let mut systems = vec![System::NoOpPlugin];
+        if suite.systems.contains(&System::KafkaConnectTuned) {
+            systems.extend([System::KafkaConnectTuned, System::KafkaConnect]);
+        }
+        for rep in 0..reps {
+            for system in rotated(&systems, rep) {
+                latency.push(suite.latency(system, rep).await?);
+            }
+        }
+    }
+    let mut connector_density = Vec::new();
+    if options.runs("density") {
+        let mut systems = vec![System::WasmConnect];
+        if suite.systems.contains(&System::KafkaConnectTuned) {
+            systems.extend([System::KafkaConnectTuned, System::KafkaConnectSmallHeap]);
+        }
+        let connectors = if options.smoke { 10 } else { CONNECTORS };
+        for system in systems {
+            connector_density.push(
+                suite
+                    .connector_density(system, connectors, Duration::from_secs(seconds))
+                    .await?,
+            );
+        }
+    }
     Ok(Results {
         runs,
         density,
+        latency,
+        connector_density,
         boundary,
         seconds: started.elapsed().as_secs_f64(),
         warm_up_s: suite.timing.warm_up.as_secs_f64(),
@@ -406,25 +546,107 @@ impl Suite {
         })
     }
 
+    /// Restart recovery of a file source (wasm-connect's `file-source`, Kafka Connect's
+    /// `FileStreamSource`, tuned): the system copies a large file until it has written
+    /// [`RECOVERY_AFTER`] records and committed offsets, is killed with SIGKILL, and is started
+    /// again at once with the same configuration and state; measured from the kill to the
+    /// producer timestamp of the first record the new process wrote.
+    async fn recovery(&mut self, system: System, file: &Path, rep: usize) -> Result<Run> {
+        let topic = self.topic("recovery");
+        // The producer's timestamps: a record the killed process had sent before the kill is
+        // stamped before it, whenever the broker wrote it.
+        kafka::create_topic_create_time(&self.env.bootstrap, &topic, 1).await?;
+        let dir = self.run_dir("recovery");
+        let data = self.data_dir(true)?;
+        let job = Job::ReadFile {
+            topic: &topic,
+            file,
+            json: false,
+        };
+        settle();
+        let mut running = self.env.start(system, &job, &dir, &data)?;
+        let copied = wait_for(&mut running, || {
+            kafka::wait_for_records(
+                &self.env.bootstrap,
+                &topic,
+                RECOVERY_AFTER,
+                Duration::from_millis(50),
+            )
+            .is_ok()
+        });
+        if !matches!(copied, Ok(true)) {
+            running.kill();
+            bail!(
+                "recovery on {}: the first run did not copy {RECOVERY_AFTER} records",
+                system.name()
+            );
+        }
+        // Both systems commit source offsets every second (`offset.flush.interval.ms`): wait
+        // for at least two commits, so the new process resumes rather than starts over.
+        std::thread::sleep(Duration::from_millis(2500));
+        let killed_ms = now_ms();
+        running.kill();
+        let from = kafka::high_watermark(&self.env.bootstrap, &topic)?;
+        let running = self.env.start(system, &job, &dir, &data)?;
+        let first = kafka::first_since(
+            &self.env.bootstrap,
+            &topic,
+            from,
+            killed_ms,
+            Duration::from_secs(120),
+        );
+        let peak = running.peak_rss_kib();
+        running.kill();
+        let first = first.with_context(|| format!("recovery on {}", system.name()))?;
+        if let Err(e) = kafka::delete_topic(&self.env.bootstrap, &topic).await {
+            eprintln!("warning: cannot delete {topic}: {e:#}");
+        }
+        let recovery_ms = (first - killed_ms) as f64;
+        eprintln!(
+            "recovery {} rep {rep}: {recovery_ms:.0} ms from the kill to the first new record",
+            system.name()
+        );
+        Ok(Run {
+            workload: "recovery".to_owned(),
+            system: system.name(),
+            rep,
+            records: 0,
+            throughput: None,
+            startup_ms: Some(recovery_ms),
+            peak_rss_kib: peak,
+            value_bytes: Some(VALUE_SIZE),
+            seconds: None,
+            cpu_s_per_m: None,
+            broker_cpu_s_per_m: None,
+            settings: match system {
+                System::WasmConnect => "`file-source`, string converter".to_owned(),
+                _ => "`FileStreamSource`, string converter, producer as wasm-connect's".to_owned(),
+            },
+        })
+    }
+
     /// The source workloads: `datagen` against the native producer (1 task and 2), and
     /// `file-source` against Kafka Connect's `FileStreamSource` on one pre-written file.
     async fn source_pairs(&mut self, reps: usize) -> Result<Vec<Run>> {
         let mut runs = Vec::new();
-        for tasks in [1u32, 2] {
+        for &(tasks, value_size) in self.datagen_matrix {
             let mut systems = vec![System::WasmConnect, System::Native];
-            if tasks == 1 {
+            if tasks == 1 && value_size == VALUE_SIZE {
                 systems.push(System::NoOpPlugin);
             }
-            let workload = format!("source-datagen-{tasks}-task");
+            let workload = datagen_workload(tasks, value_size);
             for rep in 0..reps {
                 for system in rotated(&systems, rep) {
-                    let source = SourceInput::Generate { tasks };
+                    let source = SourceInput::Generate { tasks, value_size };
                     runs.push(self.source_window(system, &workload, &source, rep).await?);
                 }
             }
         }
         let mut systems = vec![System::WasmConnect];
         systems.extend(self.systems.iter().filter(|s| s.is_connect()));
+        if self.systems.contains(&System::KafkaConnectTuned) {
+            systems.push(System::KafkaConnectSmallHeap);
+        }
         let window = (self.timing.warm_up + self.timing.window).as_secs_f64();
         let lines = if self.timing.strict {
             (window * FILE_LINES_PER_S_BOUND) as u64
@@ -482,20 +704,20 @@ impl Suite {
         rep: usize,
     ) -> Result<Run> {
         let topic = self.topic(workload);
-        let (tasks, limit) = match input {
-            SourceInput::Generate { tasks } => (*tasks, None),
-            SourceInput::File { lines, .. } => (1, Some(*lines)),
+        let (tasks, limit, value_size) = match input {
+            SourceInput::Generate { tasks, value_size } => (*tasks, None, *value_size),
+            SourceInput::File { lines, .. } => (1, Some(*lines), VALUE_SIZE),
         };
         let partitions = tasks as i32;
         kafka::create_topic(&self.env.bootstrap, &topic, partitions).await?;
         let dir = self.run_dir(workload);
         let data = self.data_dir(true)?;
         let job = match input {
-            SourceInput::Generate { tasks } => Job::Generate {
+            SourceInput::Generate { tasks, value_size } => Job::Generate {
                 topic: &topic,
                 count: None,
                 tasks: *tasks,
-                value_size: VALUE_SIZE,
+                value_size: *value_size,
             },
             SourceInput::File { path, json, .. } => Job::ReadFile {
                 topic: &topic,
@@ -513,6 +735,11 @@ impl Suite {
         let measured = self.measure(&mut running, progress, limit).await;
         let peak = running.peak_rss_kib();
         running.kill();
+        // The first record as it landed: its size names the row's record, and lets the smoke
+        // run compare two systems' bytes for the same input.
+        let value_bytes = kafka::value_at(&self.env.bootstrap, &topic, 0)
+            .map(|v| v.len())
+            .unwrap_or(value_size);
         if let Err(e) = kafka::delete_topic(&self.env.bootstrap, &topic).await {
             eprintln!("warning: cannot delete {topic}: {e:#}");
         }
@@ -523,6 +750,9 @@ impl Suite {
         };
         let settings = match system {
             System::KafkaConnectTuned => format!("{converter}; producer as wasm-connect's"),
+            System::KafkaConnectSmallHeap => {
+                format!("{converter}; producer as wasm-connect's; `-Xmx256m`")
+            }
             System::KafkaConnect => format!("{converter}; Connect's default producer"),
             System::NoOpPlugin => "one prepared record, copied".to_owned(),
             System::Native => {
@@ -531,7 +761,15 @@ impl Suite {
             }
             _ => converter.to_owned(),
         };
-        Ok(windowed_run(workload, system, rep, &window, peak, settings))
+        Ok(windowed_run(
+            workload,
+            system,
+            rep,
+            &window,
+            peak,
+            value_bytes,
+            settings,
+        ))
     }
 
     /// Measure one window of `running` by `progress` (see `window`); the caller stops the
@@ -551,16 +789,18 @@ impl Suite {
     /// its own): records dropped (wasm-connect's no-op plugin, the native consumer, Connect's
     /// `NoOpSinkTask`), and records appended to a file, buffered (`file-sink`, the native
     /// consumer, Connect's `BufferedFileSinkTask`) and by Connect's own `FileStreamSink`.
-    async fn sink_pairs(&mut self, reps: usize) -> Result<Vec<Run>> {
+    async fn sink_pairs(&mut self, reps: usize, value_size: usize) -> Result<Vec<Run>> {
         let window = (self.timing.warm_up + self.timing.window).as_secs_f64();
         let count = if self.timing.strict {
-            ((window * SINK_RECORDS_PER_S) as u64).min(SINK_RECORDS_MAX)
+            ((window * SINK_RECORDS_PER_S) as u64)
+                .min(SINK_RECORDS_MAX)
+                .min(SINK_BYTES_MAX / value_size as u64)
         } else {
-            SMOKE_INPUT
+            SMOKE_INPUT.min(SINK_BYTES_MAX / 10 / value_size as u64)
         };
         let topic = self.topic("sink-input");
         kafka::create_topic(&self.env.bootstrap, &topic, 1).await?;
-        let bytes = kafka::fill(&self.env.bootstrap, &topic, count, VALUE_SIZE)?;
+        let bytes = kafka::fill(&self.env.bootstrap, &topic, count, value_size)?;
         let bytes_per_record = bytes as f64 / count.max(1) as f64;
         let connect = self.systems.iter().any(|s| s.is_connect());
         let mut drop = vec![
@@ -573,13 +813,17 @@ impl Suite {
         ];
         if connect {
             drop.push((System::KafkaConnectTuned, SinkKind::Drop));
-            file.extend([
-                (System::KafkaConnectTuned, SinkKind::File),
-                (System::KafkaConnect, SinkKind::FileStream),
-            ]);
+            // (Larger values: only the pairs with a target.)
+            if value_size == VALUE_SIZE {
+                file.extend([
+                    (System::KafkaConnectTuned, SinkKind::File),
+                    (System::KafkaConnect, SinkKind::FileStream),
+                ]);
+            }
         }
         let mut runs = Vec::new();
-        for (workload, systems) in [("sink-drop", drop), ("sink-file", file)] {
+        for (what, systems) in [("sink-drop", drop), ("sink-file", file)] {
+            let workload = sized(what, value_size);
             for rep in 0..reps {
                 for (system, kind) in rotated(&systems, rep) {
                     let input = SinkInput {
@@ -588,7 +832,7 @@ impl Suite {
                         bytes_per_record,
                     };
                     runs.push(
-                        self.sink_window(system, workload, kind, &input, rep)
+                        self.sink_window(system, &workload, kind, &input, rep)
                             .await?,
                     );
                 }
@@ -669,7 +913,161 @@ impl Suite {
             _ => "`FileStreamSink` (a write per record), string converter, Connect's defaults"
                 .to_owned(),
         };
-        Ok(windowed_run(workload, system, rep, &window, peak, settings))
+        Ok(windowed_run(
+            workload,
+            system,
+            rep,
+            &window,
+            peak,
+            // (Each record's bytes in the file: its value and a newline.)
+            (input.bytes_per_record - 1.0).round() as usize,
+            settings,
+        ))
+    }
+
+    /// End-to-end latency of a source at a fixed rate: one task paced at [`LATENCY_RATE`]
+    /// records a second, each value stamped with the time its record was due; after the
+    /// warm-up, every record of the window is read back, and its latency is the broker's
+    /// append time minus its stamp (both clocks this machine's).
+    async fn latency(&mut self, system: System, rep: usize) -> Result<LatencyRun> {
+        let topic = self.topic("latency");
+        kafka::create_topic(&self.env.bootstrap, &topic, 1).await?;
+        let dir = self.run_dir("latency");
+        let data = self.data_dir(true)?;
+        let job = Job::Stamped {
+            topic: &topic,
+            rate: LATENCY_RATE,
+        };
+        settle();
+        let mut running = self.env.start(system, &job, &dir, &data)?;
+        let window = async {
+            let started = wait_for(&mut running, || {
+                kafka::wait_for_records(&self.env.bootstrap, &topic, 1, Duration::from_millis(50))
+                    .is_ok()
+            })?;
+            if !started {
+                bail!("no record reached {topic}");
+            }
+            tokio::time::sleep(self.timing.warm_up).await;
+            running.check_alive()?;
+            let from = kafka::high_watermark(&self.env.bootstrap, &topic)?;
+            let opened = Instant::now();
+            tokio::time::sleep(self.timing.window).await;
+            running.check_alive()?;
+            let to = kafka::high_watermark(&self.env.bootstrap, &topic)?;
+            Ok((from, to, opened.elapsed().as_secs_f64()))
+        }
+        .await;
+        running.kill();
+        let measured = window.and_then(|(from, to, seconds)| {
+            Ok((
+                kafka::stamped_latencies(&self.env.bootstrap, &topic, from, to)?,
+                seconds,
+            ))
+        });
+        if let Err(e) = kafka::delete_topic(&self.env.bootstrap, &topic).await {
+            eprintln!("warning: cannot delete {topic}: {e:#}");
+        }
+        let (mut latencies, seconds) =
+            measured.with_context(|| format!("latency on {}", system.name()))?;
+        if latencies.is_empty() {
+            bail!("latency on {}: no record in the window", system.name());
+        }
+        latencies.sort_unstable();
+        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize] as f64;
+        let run = LatencyRun {
+            system: system.name(),
+            rep,
+            rate: LATENCY_RATE,
+            seconds,
+            records: latencies.len() as u64,
+            p50_ms: at(0.5),
+            p99_ms: at(0.99),
+            p999_ms: at(0.999),
+            max_ms: at(1.0),
+            settings: match system {
+                System::NoOpPlugin => {
+                    "`bench-source` (`rate`, `stamp`), the worker's producer (5 ms linger)"
+                }
+                System::KafkaConnectTuned => {
+                    "`RateSourceConnector` (`stamp`), producer as wasm-connect's (5 ms linger)"
+                }
+                _ => "`RateSourceConnector` (`stamp`), Connect's default producer (0 ms linger)",
+            }
+            .to_owned(),
+        };
+        eprintln!(
+            "latency {} rep {rep}: p50 {} ms, p99 {} ms, max {} ms over {} records",
+            run.system, run.p50_ms, run.p99_ms, run.max_ms, run.records
+        );
+        Ok(run)
+    }
+
+    /// `connectors` one-task connectors in one worker of `system`, one record a second each:
+    /// how long until all run, then the process's resident memory and CPU time over
+    /// `duration`.
+    async fn connector_density(
+        &mut self,
+        system: System,
+        connectors: u32,
+        duration: Duration,
+    ) -> Result<ConnectorDensityRun> {
+        let topic = self.topic("connectors");
+        kafka::create_topic(&self.env.bootstrap, &topic, 1).await?;
+        let dir = self.run_dir("connectors");
+        let data = self.data_dir(true)?;
+        let job = Job::Connectors {
+            topic: &topic,
+            count: connectors,
+            rate: DENSITY_RATE_PER_TASK,
+        };
+        settle();
+        let mut running = self.env.start(system, &job, &dir, &data)?;
+        let outcome = async {
+            let url = running.rest_url(Duration::from_secs(120))?;
+            let client = reqwest::Client::new();
+            let deadline = Instant::now() + Duration::from_secs(300);
+            loop {
+                running.check_alive()?;
+                let tasks = running_tasks(&client, &url).await;
+                if tasks >= connectors as usize {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    bail!("{tasks} of {connectors} tasks running after 300 s");
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let all_running_s = (now_ms() - running.started_ms) as f64 / 1000.0;
+            // Start-up garbage and first connections out of the way.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let before = kafka::high_watermark(&self.env.bootstrap, &topic)?;
+            let cpu_before = running.cpu_seconds();
+            let started = Instant::now();
+            tokio::time::sleep(duration).await;
+            let cpu_after = running.cpu_seconds();
+            let seconds = started.elapsed().as_secs_f64();
+            let after = kafka::high_watermark(&self.env.bootstrap, &topic)?;
+            Ok(ConnectorDensityRun {
+                system: system.name(),
+                connectors,
+                all_running_s,
+                seconds,
+                records: (after - before).max(0) as u64,
+                cpu_seconds: cpu_after.zip(cpu_before).map(|(a, b)| a - b),
+                rss_kib: running.rss_kib(),
+                peak_rss_kib: running.peak_rss_kib(),
+            })
+        }
+        .await;
+        running.kill();
+        if let Err(e) = kafka::delete_topic(&self.env.bootstrap, &topic).await {
+            eprintln!("warning: cannot delete {topic}: {e:#}");
+        }
+        let run =
+            outcome.with_context(|| format!("{connectors} connectors on {}", system.name()))?;
+        eprintln!("connectors {}: {run:?}", system.name());
+        Ok(run)
     }
 
     async fn density(&mut self, tasks: u32, duration: Duration) -> Result<DensityRun> {
@@ -738,6 +1136,27 @@ impl Suite {
     }
 }
 
+/// Tasks in state RUNNING, from `GET /connectors?expand=status` (Kafka Connect's shape, which
+/// wasm-connect answers too); 0 while the worker does not answer.
+async fn running_tasks(client: &reqwest::Client, url: &str) -> usize {
+    let Ok(response) = client
+        .get(format!("{url}/connectors?expand=status"))
+        .send()
+        .await
+    else {
+        return 0;
+    };
+    let status: serde_json::Value = response.json().await.unwrap_or_default();
+    status.as_object().map_or(0, |connectors| {
+        connectors
+            .values()
+            .filter_map(|c| c["status"]["tasks"].as_array())
+            .flatten()
+            .filter(|t| t["state"] == "RUNNING")
+            .count()
+    })
+}
+
 /// `records_done` of every task.
 async fn task_counts(client: &reqwest::Client, url: &str, tasks: u32) -> Result<Vec<u64>> {
     let mut counts = Vec::with_capacity(tasks as usize);
@@ -760,6 +1179,7 @@ fn windowed_run(
     rep: usize,
     window: &crate::window::Window,
     peak_rss_kib: Option<u64>,
+    value_bytes: usize,
     settings: String,
 ) -> Run {
     let cpu = window.per_million(window.cpu_seconds);
@@ -780,7 +1200,7 @@ fn windowed_run(
         throughput: Some(window.throughput()),
         startup_ms: None,
         peak_rss_kib,
-        value_bytes: Some(VALUE_SIZE),
+        value_bytes: Some(value_bytes),
         seconds: Some(window.seconds),
         cpu_s_per_m: cpu,
         broker_cpu_s_per_m: broker,
@@ -807,7 +1227,7 @@ struct SinkInput<'a> {
 /// What a source run reads.
 enum SourceInput {
     /// Records made as it goes (`datagen`, the native generator), by `tasks` tasks.
-    Generate { tasks: u32 },
+    Generate { tasks: u32, value_size: usize },
     /// The `lines` lines of a pre-written file, through the JSON converter with schemas when
     /// `json`.
     File {
@@ -815,6 +1235,20 @@ enum SourceInput {
         lines: u64,
         json: bool,
     },
+}
+
+/// `what`, with the value size appended unless it is the default 100 bytes.
+pub fn sized(what: &str, value_size: usize) -> String {
+    match value_size {
+        VALUE_SIZE => what.to_owned(),
+        n if n % 1024 == 0 => format!("{what}-{}KiB", n / 1024),
+        n => format!("{what}-{n}B"),
+    }
+}
+
+/// The name of the datagen workload with `tasks` tasks and values of `value_size` bytes.
+pub fn datagen_workload(tasks: u32, value_size: usize) -> String {
+    sized(&format!("source-datagen-{tasks}-task"), value_size)
 }
 
 /// `systems` rotated by `rep`, so each goes first in turn.

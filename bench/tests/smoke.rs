@@ -82,8 +82,29 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
             &["wasm-connect", "native rdkafka"][..],
         ),
         (
+            "source-datagen-8-task",
+            &["wasm-connect", "native rdkafka"][..],
+        ),
+        (
+            "source-datagen-1-task-1KiB",
+            &["wasm-connect", "native rdkafka"][..],
+        ),
+        (
+            "source-datagen-2-task-1KiB",
+            &["wasm-connect", "native rdkafka"][..],
+        ),
+        (
+            "source-datagen-1-task-10KiB",
+            &["wasm-connect", "native rdkafka"][..],
+        ),
+        (
             "source-file-1-task",
-            &["wasm-connect", "Kafka Connect", "Kafka Connect, tuned"][..],
+            &[
+                "wasm-connect",
+                "Kafka Connect",
+                "Kafka Connect, tuned",
+                "Kafka Connect, tuned, -Xmx256m",
+            ][..],
         ),
         (
             "source-file-json-1-task",
@@ -106,13 +127,24 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
                 "Kafka Connect, tuned",
             ][..],
         ),
+        (
+            "sink-drop-1KiB",
+            &[
+                "wasm-connect, no-op plugin",
+                "native rdkafka",
+                "Kafka Connect, tuned",
+            ][..],
+        ),
+        ("sink-file-1KiB", &["wasm-connect", "native rdkafka"][..]),
+        ("recovery", &["wasm-connect", "Kafka Connect, tuned"][..]),
     ] {
         for system in systems {
             let run = runs
                 .iter()
                 .find(|r| r["workload"] == workload && r["system"] == *system)
                 .unwrap_or_else(|| panic!("no {workload} run of {system}: {results}"));
-            let measured = if workload.starts_with("startup") {
+            let timed = workload.starts_with("startup") || workload == "recovery";
+            let measured = if timed {
                 &run["startup_ms"]
             } else {
                 &run["throughput"]
@@ -125,7 +157,7 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
                 run["peak_rss_kib"].as_u64().is_some_and(|k| k > 0),
                 "{workload} {system}: {run}"
             );
-            if !workload.starts_with("startup") {
+            if !timed {
                 // Steady-state runs: a window, and the CPU the system spent in it.
                 assert!(
                     run["seconds"].as_f64().is_some_and(|s| s > 0.0)
@@ -134,6 +166,72 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
                 );
             }
         }
+    }
+    // The same input makes the same records on both sides of a pair: datagen and the native
+    // producer (whose records are datagen's), and, through the JSON converter with schemas,
+    // wasm-connect and Kafka Connect's JsonConverter (the same envelope, byte for byte in size).
+    let value_bytes = |workload: &str, system: &str| {
+        runs.iter()
+            .find(|r| r["workload"] == workload && r["system"] == system)
+            .and_then(|r| r["value_bytes"].as_u64())
+            .unwrap_or_else(|| panic!("no value size for {workload} {system}"))
+    };
+    for (workload, size) in [
+        ("source-datagen-1-task", 100),
+        ("source-datagen-1-task-1KiB", 1024),
+        ("source-datagen-1-task-10KiB", 10240),
+    ] {
+        let (wasm, native) = (
+            value_bytes(workload, "wasm-connect"),
+            value_bytes(workload, "native rdkafka"),
+        );
+        assert_eq!(wasm, native, "{workload}");
+        assert!(wasm.abs_diff(size) <= size / 20, "{workload}: {wasm} bytes");
+    }
+    let json = value_bytes("source-file-json-1-task", "wasm-connect");
+    assert_eq!(
+        json,
+        value_bytes("source-file-json-1-task", "Kafka Connect, tuned"),
+        "the JSON converter's envelope matches Kafka Connect's JsonConverter's"
+    );
+    assert!(json > 150, "{json} bytes: a 100-byte line in the envelope");
+    let latency = results["latency"].as_array().expect("latency runs");
+    for system in [
+        "wasm-connect, no-op plugin",
+        "Kafka Connect, tuned",
+        "Kafka Connect",
+    ] {
+        let run = latency
+            .iter()
+            .find(|l| l["system"] == system)
+            .unwrap_or_else(|| panic!("no latency run of {system}: {results}"));
+        assert!(
+            run["records"].as_u64().is_some_and(|n| n > 0)
+                && run["p99_ms"]
+                    .as_f64()
+                    .is_some_and(|p| p >= run["p50_ms"].as_f64().unwrap_or(f64::MAX)),
+            "{system}: {run}"
+        );
+    }
+    let connectors = results["connector_density"]
+        .as_array()
+        .expect("connector density");
+    for system in [
+        "wasm-connect",
+        "Kafka Connect, tuned",
+        "Kafka Connect, tuned, -Xmx256m",
+    ] {
+        let run = connectors
+            .iter()
+            .find(|d| d["system"] == system)
+            .unwrap_or_else(|| panic!("no connector density run of {system}: {results}"));
+        assert!(
+            run["connectors"] == 10
+                && run["records"].as_u64().is_some_and(|n| n > 0)
+                && run["rss_kib"].as_u64().is_some_and(|k| k > 0)
+                && run["cpu_seconds"].as_f64().is_some_and(|c| c > 0.0),
+            "{system}: {run}"
+        );
     }
     let density = &results["density"][0];
     assert_eq!(density["tasks"], 10, "{results}");
@@ -146,9 +244,13 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
         "## Throughput, steady state",
         "## Comparisons",
         "## Start-up",
+        "## Restart recovery",
+        "## End-to-end latency",
         "## Peak memory",
         "## Density",
+        "## Density against Kafka Connect",
         "## Targets",
+        "### How far librdkafka itself gets against Kafka Connect",
     ] {
         assert!(report.contains(heading), "{heading} missing:\n{report}");
     }

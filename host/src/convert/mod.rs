@@ -109,12 +109,8 @@ impl Converter {
 
     /// Plugin data to Kafka bytes. `None` (null) stays null.
     pub fn to_kafka(&self, data: Option<&Data>) -> Result<Option<Vec<u8>>, String> {
-        match (self, data) {
-            (Converter::Json { schemas }, Some(data)) => json_to_kafka(data, *schemas).map(Some),
-            _ => self
-                .to_kafka_ref(data.map(DataRef::from))
-                .map(|bytes| bytes.map(Cow::into_owned)),
-        }
+        self.to_kafka_ref(data.map(DataRef::from))
+            .map(|bytes| bytes.map(Cow::into_owned))
     }
 
     /// Like [`Converter::to_kafka`], but borrowing the data where the converter passes it
@@ -138,7 +134,9 @@ impl Converter {
                 Ok(Some(Cow::Borrowed(s.as_bytes())))
             }
             (Converter::Json { schemas }, data) => {
-                json_to_kafka(&data.to_data(), *schemas).map(|b| Some(Cow::Owned(b)))
+                let mut out = Vec::with_capacity(json_capacity(data, *schemas));
+                json_to_kafka(data, *schemas, &mut out)?;
+                Ok(Some(Cow::Owned(out)))
             }
         }
     }
@@ -238,25 +236,73 @@ fn envelope_error() -> String {
     "the json converter with schemas.enable=true expects {\"schema\": ..., \"payload\": ...}; set value.converter.schemas.enable=false (or key.) for plain JSON".to_owned()
 }
 
-/// The JSON converter's bytes for `data`, in the schema envelope if `schemas`.
-fn json_to_kafka(data: &Data, schemas: bool) -> Result<Vec<u8>, String> {
-    let payload = json_payload(data)?;
-    let out = if schemas {
-        serde_json::json!({ "schema": schema::infer(data, &payload), "payload": payload })
-    } else {
-        payload
+/// Kafka Connect's JsonConverter envelope around a string payload, up to the payload.
+const STRING_ENVELOPE: &[u8] = br#"{"schema":{"type":"string","optional":false},"payload":"#;
+
+/// Kafka Connect's JsonConverter envelope around a bytes payload, up to the payload.
+const BYTES_ENVELOPE: &[u8] = br#"{"schema":{"type":"bytes","optional":false},"payload":"#;
+
+/// About what [`json_to_kafka`] writes for `data`: room for the envelope and a little escaping,
+/// so that the common record is written without the buffer growing.
+fn json_capacity(data: DataRef<'_>, schemas: bool) -> usize {
+    let payload = match data {
+        DataRef::Bytes(b) => b.len().div_ceil(3) * 4 + 2,
+        DataRef::Text(s) => s.len() + s.len() / 16 + 2,
+        // The schema of a document is about as long as the document itself.
+        DataRef::Json(s) => s.len() * if schemas { 3 } else { 1 },
     };
-    serde_json::to_vec(&out).map_err(|e| e.to_string())
+    payload
+        + if schemas {
+            STRING_ENVELOPE.len() + 1
+        } else {
+            0
+        }
 }
 
-/// The JSON value a plugin's data stands for: a document, a string, or base64 bytes.
-fn json_payload(data: &Data) -> Result<serde_json::Value, String> {
-    match data {
-        Data::Json(text) => serde_json::from_str(text)
-            .map_err(|e| format!("the plugin returned invalid JSON ({e})")),
-        Data::Text(s) => Ok(serde_json::Value::String(s.clone())),
-        Data::Bytes(b) => Ok(serde_json::Value::String(BASE64.encode(b))),
+/// Append the JSON converter's bytes for `data` to `out`, in the schema envelope if `schemas`.
+/// The envelope and schema are written as Kafka Connect's JsonConverter writes them (`schema`
+/// before `payload`; `type`, then `fields` or `items`, then `optional`; a field's name last), so
+/// a record has the same bytes whichever system wrote it. Text and bytes are written straight
+/// from the plugin's batch; a document is parsed once (its schema is inferred from it) and
+/// written compact.
+fn json_to_kafka(data: DataRef<'_>, schemas: bool, out: &mut Vec<u8>) -> Result<(), String> {
+    let written = match data {
+        DataRef::Text(s) => {
+            if schemas {
+                out.extend_from_slice(STRING_ENVELOPE);
+            }
+            serde_json::to_writer(&mut *out, s)
+        }
+        DataRef::Bytes(b) => {
+            if schemas {
+                out.extend_from_slice(BYTES_ENVELOPE);
+            }
+            out.push(b'"');
+            let start = out.len();
+            out.resize(start + b.len().div_ceil(3) * 4, 0);
+            let encoded = BASE64
+                .encode_slice(b, &mut out[start..])
+                .map_err(|e| e.to_string())?;
+            out.truncate(start + encoded);
+            out.push(b'"');
+            Ok(())
+        }
+        DataRef::Json(text) => {
+            let payload: serde_json::Value = serde_json::from_str(text)
+                .map_err(|e| format!("the plugin returned invalid JSON ({e})"))?;
+            if schemas {
+                out.extend_from_slice(br#"{"schema":"#);
+                schema::write(&payload, false, out);
+                out.extend_from_slice(br#","payload":"#);
+            }
+            serde_json::to_writer(&mut *out, &payload)
+        }
+    };
+    written.map_err(|e| e.to_string())?;
+    if schemas {
+        out.push(b'}');
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -393,6 +439,50 @@ mod tests {
         );
         let err = c.from_kafka(Some(br#"{"id":1}"#)).unwrap_err();
         assert!(err.contains("schemas.enable"), "{err}");
+    }
+
+    #[test]
+    fn json_with_schemas_writes_connects_order() {
+        let c = Converter::Json { schemas: true };
+        let bytes = |data: Data| String::from_utf8(c.to_kafka(Some(&data)).unwrap().unwrap());
+        assert_eq!(
+            bytes(Data::Text("a \"line\"\n".into())).unwrap(),
+            r#"{"schema":{"type":"string","optional":false},"payload":"a \"line\"\n"}"#
+        );
+        assert_eq!(
+            bytes(Data::Bytes(vec![0, 255, 7, 1])).unwrap(),
+            r#"{"schema":{"type":"bytes","optional":false},"payload":"AP8HAQ=="}"#
+        );
+        assert_eq!(
+            bytes(Data::Json(
+                r#"{"id": 1, "tags": ["x"], "score": 0.5, "gone": null, "empty": []}"#.into()
+            ))
+            .unwrap(),
+            concat!(
+                r#"{"schema":{"type":"struct","fields":["#,
+                r#"{"type":"array","items":{"type":"string","optional":true},"optional":false,"field":"empty"},"#,
+                r#"{"type":"string","optional":true,"field":"gone"},"#,
+                r#"{"type":"int64","optional":false,"field":"id"},"#,
+                r#"{"type":"double","optional":false,"field":"score"},"#,
+                r#"{"type":"array","items":{"type":"string","optional":true},"optional":false,"field":"tags"}"#,
+                r#"],"optional":false},"#,
+                r#""payload":{"empty":[],"gone":null,"id":1,"score":0.5,"tags":["x"]}}"#
+            )
+        );
+        assert_eq!(
+            bytes(Data::Json("[true]".into())).unwrap(),
+            r#"{"schema":{"type":"array","items":{"type":"boolean","optional":true},"optional":false},"payload":[true]}"#
+        );
+        assert_eq!(
+            String::from_utf8(
+                Converter::Json { schemas: false }
+                    .to_kafka(Some(&Data::Bytes(vec![1, 2, 3, 4, 5])))
+                    .unwrap()
+                    .unwrap()
+            )
+            .unwrap(),
+            r#""AQIDBAU=""#
+        );
     }
 
     #[test]

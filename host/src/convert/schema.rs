@@ -1,49 +1,54 @@
-//! Kafka Connect schemas inferred from a JSON value, for the json converter's envelope.
+//! Kafka Connect schemas inferred from a JSON document, for the json converter's envelope,
+//! written as Kafka Connect's JsonConverter writes a schema: `type`, then `fields` (a struct's,
+//! each with its `field` name last) or `items` (an array's), then `optional`.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::sandbox::wit::types::Data;
-
-/// The Connect schema of `payload`, which came from `data`.
-pub fn infer(data: &Data, payload: &Value) -> Value {
-    match data {
-        Data::Bytes(_) => json!({"type": "bytes", "optional": false}),
-        Data::Text(_) => json!({"type": "string", "optional": false}),
-        Data::Json(_) => of_value(payload, false),
-    }
-}
-
-fn of_value(value: &Value, optional: bool) -> Value {
-    match value {
-        Value::Null => json!({"type": "string", "optional": true}),
-        Value::Bool(_) => json!({"type": "boolean", "optional": optional}),
-        Value::Number(n) if n.is_i64() || n.is_u64() => {
-            json!({"type": "int64", "optional": optional})
+/// Append the Connect schema of `value` (optional if `optional`) to `out`.
+pub fn write(value: &Value, optional: bool, out: &mut Vec<u8>) {
+    let type_name = match value {
+        // A null says nothing of its type: an optional string, as before.
+        Value::Null => {
+            out.extend_from_slice(br#"{"type":"string","optional":true}"#);
+            return;
         }
-        Value::Number(_) => json!({"type": "double", "optional": optional}),
-        Value::String(_) => json!({"type": "string", "optional": optional}),
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "int64",
+        Value::Number(_) => "double",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "struct",
+    };
+    out.extend_from_slice(br#"{"type":""#);
+    out.extend_from_slice(type_name.as_bytes());
+    out.push(b'"');
+    match value {
         Value::Array(items) => {
-            let items = items.first().map_or_else(
-                || json!({"type": "string", "optional": true}),
-                |i| of_value(i, true),
-            );
-            json!({"type": "array", "items": items, "optional": optional})
+            out.extend_from_slice(br#","items":"#);
+            match items.first() {
+                Some(item) => write(item, true, out),
+                None => out.extend_from_slice(br#"{"type":"string","optional":true}"#),
+            }
         }
         Value::Object(fields) => {
-            let fields: Vec<Value> = fields
-                .iter()
-                .map(|(name, v)| {
-                    let mut field = of_value(v, v.is_null());
-                    if let Value::Object(map) = &mut field {
-                        let mut with_name = serde_json::Map::new();
-                        with_name.insert("field".into(), Value::String(name.clone()));
-                        with_name.extend(std::mem::take(map));
-                        *map = with_name;
-                    }
-                    field
-                })
-                .collect();
-            json!({"type": "struct", "fields": fields, "optional": optional})
+            out.extend_from_slice(br#","fields":["#);
+            for (i, (name, field)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write(field, field.is_null(), out);
+                // Replace the closing brace with the field's name.
+                out.pop();
+                out.extend_from_slice(br#","field":"#);
+                // Writing a string into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut *out, name);
+                out.push(b'}');
+            }
+            out.push(b']');
         }
+        _ => {}
     }
+    out.extend_from_slice(br#","optional":"#);
+    out.extend_from_slice(if optional { b"true" } else { b"false" });
+    out.push(b'}');
 }
