@@ -232,8 +232,54 @@ fn send_batched(
 /// membership, each partition's queue split off and taken `BATCH` messages at a time), until
 /// `count` records (0: until killed). `drop`: count them, writing the count to `file` every
 /// 20 ms (replaced atomically); else append each value as a line to `file` through a 64 KiB
-/// buffer.
-pub fn sink(bootstrap: &str, topic: &str, count: u64, file: &str, drop: bool) -> Result<()> {
+/// buffer. `threads` consumers in one group, each on a thread of its own, as the worker runs
+/// one consumer per sink task (dropping only: one file has one writer).
+pub fn sink(
+    bootstrap: &str,
+    topic: &str,
+    count: u64,
+    file: &str,
+    drop: bool,
+    threads: usize,
+) -> Result<()> {
+    if threads == 0 {
+        bail!("native-sink: THREADS must be at least 1");
+    }
+    if threads > 1 && !drop {
+        bail!("native-sink: more than one thread only in drop mode");
+    }
+    let group = format!("native-{topic}-{}", std::process::id());
+    let total = Progress {
+        records: AtomicU64::new(0),
+        written: std::sync::Mutex::new(std::time::Instant::now()),
+        path: drop.then(|| file.into()),
+    };
+    std::thread::scope(|scope| {
+        let consumers: Vec<_> = (0..threads)
+            .map(|i| {
+                let (group, total) = (&group, &total);
+                scope.spawn(move || consume(bootstrap, topic, group, i, count, file, total))
+            })
+            .collect();
+        consumers.into_iter().try_for_each(|c| {
+            c.join()
+                .map_err(|_| anyhow::anyhow!("a consumer thread panicked"))?
+        })
+    })?;
+    report_peak();
+    Ok(())
+}
+
+/// One consumer of [`sink`], member `index` of `group`.
+fn consume(
+    bootstrap: &str,
+    topic: &str,
+    group: &str,
+    index: usize,
+    count: u64,
+    file: &str,
+    total: &Progress,
+) -> Result<()> {
     use futures::FutureExt as _;
     use wasm_connect::kafka::consumer::{self, Subscription};
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -241,19 +287,18 @@ pub fn sink(bootstrap: &str, topic: &str, count: u64, file: &str, drop: bool) ->
         .build()?;
     // rdkafka's stream consumer lives on a tokio runtime.
     let _runtime = runtime.enter();
-    let group = format!("native-{topic}-{}", std::process::id());
     let (consumer, _events) = consumer::create(
         bootstrap,
         "native-sink",
-        &group,
-        "native-sink-0",
+        group,
+        &format!("native-sink-{index}"),
         &Subscription::Topics(vec![topic.to_owned()]),
         &[],
     )
     .map_err(anyhow::Error::msg)?;
-    let mut sink = Output::new(file, drop)?;
+    let mut sink = Output::new(file, total.path.is_some())?;
     runtime.block_on(async {
-        while count == 0 || sink.records < count {
+        while count == 0 || total.records.load(Ordering::Relaxed) < count {
             // The consumer queue first: rebalances are served there (and messages of a
             // partition whose queue was not split come there), as in the worker's loop.
             while let Some(message) = consumer.recv().now_or_never() {
@@ -281,43 +326,43 @@ pub fn sink(bootstrap: &str, topic: &str, count: u64, file: &str, drop: bool) ->
                     Err(e) => eprintln!("consumer: {e}"),
                 }
             }
-            sink.batch_done()?;
+            sink.batch_done(total)?;
         }
         anyhow::Ok(())
     })?;
-    sink.finish()?;
-    report_peak();
-    Ok(())
+    sink.finish()
 }
 
 /// Ends a borrow of the consumer's queues before it is waited on again.
 fn drop_taken(_: wasm_connect::kafka::fetch_queues::Taken<'_>) {}
 
-/// Where the native sink puts records.
+/// What the consumers of [`sink`] share: the records handed over so far and, in drop mode, the
+/// count file and when it was last written.
+struct Progress {
+    records: AtomicU64,
+    written: std::sync::Mutex<std::time::Instant>,
+    path: Option<std::path::PathBuf>,
+}
+
+/// Where one native consumer puts records.
 struct Output {
+    /// Records since the last batch was counted in [`Progress`].
     records: u64,
     file: Option<BufWriter<File>>,
-    /// Drop mode: the count file and when it was last written.
-    progress: Option<(std::path::PathBuf, std::time::Instant)>,
 }
 
 impl Output {
     fn new(file: &str, drop: bool) -> Result<Self> {
-        Ok(if drop {
-            Self {
-                records: 0,
-                file: None,
-                progress: Some((file.into(), std::time::Instant::now())),
-            }
-        } else {
-            Self {
-                records: 0,
-                file: Some(BufWriter::with_capacity(
+        Ok(Self {
+            records: 0,
+            file: if drop {
+                None
+            } else {
+                Some(BufWriter::with_capacity(
                     64 * 1024,
                     File::create(file).context("output file")?,
-                )),
-                progress: None,
-            }
+                ))
+            },
         })
     }
 
@@ -330,15 +375,19 @@ impl Output {
         Ok(())
     }
 
-    /// After each batch: in drop mode, the count for the harness, every 20 ms.
-    fn batch_done(&mut self) -> Result<()> {
-        if let Some((path, written)) = &mut self.progress
+    /// After each batch: the records counted in `total`, and in drop mode the count written
+    /// for the harness, every 20 ms (by whichever consumer finds it due).
+    fn batch_done(&mut self, total: &Progress) -> Result<()> {
+        let records = total.records.fetch_add(self.records, Ordering::Relaxed) + self.records;
+        self.records = 0;
+        if let Some(path) = &total.path
+            && let Ok(mut written) = total.written.try_lock()
             && written.elapsed() >= Duration::from_millis(20)
         {
             *written = std::time::Instant::now();
             let temporary = path.with_extension("tmp");
-            std::fs::write(&temporary, self.records.to_string())?;
-            std::fs::rename(&temporary, &*path)?;
+            std::fs::write(&temporary, records.to_string())?;
+            std::fs::rename(&temporary, path)?;
         }
         Ok(())
     }

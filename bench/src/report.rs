@@ -74,6 +74,11 @@ const WINDOWED: &[(&str, &str, &str)] = &[
         "Values appended as lines through a buffer: wasm-connect's `file-sink`, the native consumer (64 KiB buffered writes), Kafka Connect tuned with `BufferedFileSinkTask` (64 KiB buffer, flushed on commit; `bench/connect-sinks/`), and Kafka Connect at its defaults with its own `FileStreamSink` (one write per record), as users run it. Counted from the file's size.",
     ),
     (
+        "sink-drop-2-task",
+        "sink, records dropped, 2 tasks, 2 partitions",
+        "As `sink-drop`, with 2 tasks reading a 2-partition topic: wasm-connect's `bench-sink` with `tasks.max=2`, the native baseline with 2 consumers in one group (a thread each, as the worker runs a consumer per task), Kafka Connect tuned with `NoOpSinkTask` and `tasks.max=2`.",
+    ),
+    (
         "sink-drop-1KiB",
         "sink, 1 KiB values, records dropped, 1 task",
         "As `sink-drop`, reading a topic of 1 KiB values.",
@@ -283,6 +288,27 @@ const COMPARISONS: &[Comparison] = &[
     ),
     compare("sink-file", WASM, CONNECT_TUNED, Metric::Throughput, None),
     compare("sink-file", WASM, CONNECT, Metric::Throughput, None),
+    compare(
+        "sink-drop-2-task",
+        NO_OP,
+        NATIVE,
+        Metric::Throughput,
+        Some(0.9),
+    ),
+    compare(
+        "sink-drop-2-task",
+        NO_OP,
+        NATIVE,
+        Metric::PerCpuSecond,
+        None,
+    ),
+    compare(
+        "sink-drop-2-task",
+        NO_OP,
+        CONNECT_TUNED,
+        Metric::PerCpuSecond,
+        Some(3.0),
+    ),
     compare(
         "sink-drop-1KiB",
         NO_OP,

@@ -261,11 +261,12 @@ pub enum Job<'a> {
         file: &'a Path,
         json: bool,
     },
-    /// Copy `topic` (`count` records) into `file`, one value per line.
-    /// Consume `topic` (a group of its own) into `output`, until stopped.
+    /// Consume `topic` (a group of its own) into `output` with `tasks` tasks (the native
+    /// baseline: consumer threads), until stopped. More than one task only drops records.
     Sink {
         topic: &'a str,
         output: SinkOutput<'a>,
+        tasks: u32,
     },
     /// `tasks` datagen tasks writing one record a second each to `topic`, until killed.
     Density { topic: &'a str, tasks: u32 },
@@ -418,9 +419,11 @@ impl Env {
             Job::Sink {
                 topic,
                 output: SinkOutput::Drop { .. },
+                tasks,
             } if no_op => vec![
                 ("name", sink_name(dir)),
                 ("connector.class", "bench-sink".into()),
+                ("tasks.max", tasks.to_string()),
                 ("topics", (*topic).into()),
             ],
             Job::Sink {
@@ -468,6 +471,7 @@ impl Env {
             Job::Sink {
                 topic,
                 output: SinkOutput::File { file },
+                ..
             } => vec![
                 ("name", sink_name(dir)),
                 ("connector.class", "file-sink".into()),
@@ -541,7 +545,11 @@ impl Env {
                 &tasks.to_string(),
             ]),
             Job::ReadFile { .. } => bail!("the native baseline does not read files"),
-            Job::Sink { topic, output } => {
+            Job::Sink {
+                topic,
+                output,
+                tasks,
+            } => {
                 let (file, mode) = match output {
                     SinkOutput::Drop { progress } => (progress, "drop"),
                     SinkOutput::File { file } => (file, "file"),
@@ -554,6 +562,7 @@ impl Env {
                     "0",
                     &file.display().to_string(),
                     mode,
+                    &tasks.to_string(),
                 ])
             }
             Job::Density { .. } | Job::Connectors { .. } | Job::Stamped { .. } => {
@@ -672,7 +681,11 @@ impl Env {
                 pairs
             }
             Job::Generate { .. } => bail!("Kafka Connect has no record generator to match datagen"),
-            Job::Sink { topic, output } => {
+            Job::Sink {
+                topic,
+                output,
+                tasks,
+            } => {
                 let (class, key, path) = match output {
                     SinkOutput::Drop { progress } => (
                         "wasmconnect.bench.NoOpSinkConnector",
@@ -691,6 +704,7 @@ impl Env {
                 vec![
                     ("name", sink_name(dir)),
                     ("connector.class", class.into()),
+                    ("tasks.max", tasks.to_string()),
                     ("topics", (*topic).into()),
                     (key, path.display().to_string()),
                 ]

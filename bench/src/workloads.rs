@@ -788,7 +788,9 @@ impl Suite {
     /// The sink workloads, all reading one pre-filled topic (each run in a consumer group of
     /// its own): records dropped (wasm-connect's no-op plugin, the native consumer, Connect's
     /// `NoOpSinkTask`), and records appended to a file, buffered (`file-sink`, the native
-    /// consumer, Connect's `BufferedFileSinkTask`) and by Connect's own `FileStreamSink`.
+    /// consumer, Connect's `BufferedFileSinkTask`) and by Connect's own `FileStreamSink`. At the
+    /// default value size, records are also dropped by 2 tasks (native: 2 consumer threads)
+    /// reading a 2-partition topic.
     async fn sink_pairs(&mut self, reps: usize, value_size: usize) -> Result<Vec<Run>> {
         let window = (self.timing.warm_up + self.timing.window).as_secs_f64();
         let count = if self.timing.strict {
@@ -798,10 +800,6 @@ impl Suite {
         } else {
             SMOKE_INPUT.min(SINK_BYTES_MAX / 10 / value_size as u64)
         };
-        let topic = self.topic("sink-input");
-        kafka::create_topic(&self.env.bootstrap, &topic, 1).await?;
-        let bytes = kafka::fill(&self.env.bootstrap, &topic, count, value_size)?;
-        let bytes_per_record = bytes as f64 / count.max(1) as f64;
         let connect = self.systems.iter().any(|s| s.is_connect());
         let mut drop = vec![
             (System::NoOpPlugin, SinkKind::Drop),
@@ -821,25 +819,35 @@ impl Suite {
                 ]);
             }
         }
+        let mut groups = vec![(1, vec![("sink-drop", drop.clone()), ("sink-file", file)])];
+        if value_size == VALUE_SIZE {
+            groups.push((2, vec![("sink-drop-2-task", drop)]));
+        }
         let mut runs = Vec::new();
-        for (what, systems) in [("sink-drop", drop), ("sink-file", file)] {
-            let workload = sized(what, value_size);
-            for rep in 0..reps {
-                for (system, kind) in rotated(&systems, rep) {
-                    let input = SinkInput {
-                        topic: &topic,
-                        records: count,
-                        bytes_per_record,
-                    };
-                    runs.push(
-                        self.sink_window(system, &workload, kind, &input, rep)
-                            .await?,
-                    );
+        for (tasks, workloads) in groups {
+            let topic = self.topic("sink-input");
+            kafka::create_topic(&self.env.bootstrap, &topic, tasks as i32).await?;
+            let bytes = kafka::fill(&self.env.bootstrap, &topic, count, value_size)?;
+            let input = SinkInput {
+                topic: &topic,
+                records: count,
+                bytes_per_record: bytes as f64 / count.max(1) as f64,
+                tasks,
+            };
+            for (what, systems) in workloads {
+                let workload = sized(what, value_size);
+                for rep in 0..reps {
+                    for (system, kind) in rotated(&systems, rep) {
+                        runs.push(
+                            self.sink_window(system, &workload, kind, &input, rep)
+                                .await?,
+                        );
+                    }
                 }
             }
-        }
-        if let Err(e) = kafka::delete_topic(&self.env.bootstrap, &topic).await {
-            eprintln!("warning: cannot delete {topic}: {e:#}");
+            if let Err(e) = kafka::delete_topic(&self.env.bootstrap, &topic).await {
+                eprintln!("warning: cannot delete {topic}: {e:#}");
+            }
         }
         Ok(runs)
     }
@@ -869,11 +877,12 @@ impl Suite {
         let job = Job::Sink {
             topic: input.topic,
             output,
+            tasks: input.tasks,
         };
         let progress = match (system, kind) {
             (System::WasmConnect | System::NoOpPlugin, _) => Progress::Tasks {
                 connector: crate::systems::sink_name(&dir),
-                tasks: 1,
+                tasks: input.tasks,
             },
             (_, SinkKind::Drop) => Progress::CountFile {
                 path: progress_file.clone(),
@@ -1217,11 +1226,12 @@ enum SinkKind {
     FileStream,
 }
 
-/// The pre-filled topic the sink runs read.
+/// The pre-filled topic the sink runs read, with as many partitions as the runs have tasks.
 struct SinkInput<'a> {
     topic: &'a str,
     records: u64,
     bytes_per_record: f64,
+    tasks: u32,
 }
 
 /// What a source run reads.

@@ -128,6 +128,14 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
             ][..],
         ),
         (
+            "sink-drop-2-task",
+            &[
+                "wasm-connect, no-op plugin",
+                "native rdkafka",
+                "Kafka Connect, tuned",
+            ][..],
+        ),
+        (
             "sink-drop-1KiB",
             &[
                 "wasm-connect, no-op plugin",

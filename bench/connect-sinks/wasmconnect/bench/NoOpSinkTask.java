@@ -20,7 +20,7 @@ public class NoOpSinkTask extends SinkTask {
 
     @Override
     public void start(Map<String, String> props) {
-        progress = new Progress(props.get("progress.file"));
+        progress = Progress.of(props.get("progress.file"));
     }
 
     @Override

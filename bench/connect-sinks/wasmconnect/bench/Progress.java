@@ -6,25 +6,33 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
+import java.util.concurrent.ConcurrentHashMap;
 import org.apache.kafka.connect.errors.ConnectException;
 
 /**
  * A count of records, written to a file at most every 20 ms (replaced atomically, so a reader
- * never sees half a number) for the benchmark harness to read.
+ * never sees half a number) for the benchmark harness to read. The tasks of one connector share
+ * one count per file ({@link #of}), as the harness reads one file per run.
  */
 final class Progress {
     private static final long EVERY_NANOS = 20_000_000L;
+    private static final ConcurrentHashMap<String, Progress> BY_FILE = new ConcurrentHashMap<>();
     private final Path file;
     private final Path temporary;
     private long count;
     private long written = System.nanoTime();
 
-    Progress(String file) {
+    private Progress(String file) {
         this.file = Paths.get(file);
         this.temporary = Paths.get(file + ".tmp");
     }
 
-    void add(long records) {
+    /** The count written to {@code file}, shared by every task that names it. */
+    static Progress of(String file) {
+        return BY_FILE.computeIfAbsent(file, Progress::new);
+    }
+
+    synchronized void add(long records) {
         count += records;
         long now = System.nanoTime();
         if (now - written >= EVERY_NANOS) {

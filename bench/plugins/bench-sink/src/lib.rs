@@ -16,6 +16,12 @@ impl Connector for BenchSink {
     fn spec() -> Spec {
         Spec::new("bench-sink", "0.1.0", "Accepts records and drops them")
     }
+
+    /// `tasks.max` tasks, as Kafka Connect's sink connectors make: the consumer group spreads
+    /// the topics' partitions over them.
+    fn task_configs(&mut self, config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
+        Ok(vec![config.clone(); max_tasks.max(1) as usize])
+    }
 }
 
 impl SinkConnector for BenchSink {
