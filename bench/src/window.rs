@@ -99,11 +99,7 @@ impl Probe {
             Progress::Topic { topic, partitions } => {
                 let mut sum = 0;
                 for partition in 0..*partitions {
-                    let (_, high) = self
-                        .reader
-                        .fetch_watermarks(topic, partition, Duration::from_secs(5))
-                        .with_context(|| format!("watermarks of {topic}/{partition}"))?;
-                    sum += high.max(0) as u64;
+                    sum += high_watermark(&self.reader, topic, partition).await?;
                 }
                 Ok(Some(sum))
             }
@@ -264,4 +260,23 @@ pub fn broker_pid(bootstrap: &str) -> Option<u32> {
             let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
             (cmdline.contains("kafka.Kafka") && cmdline.contains(&config)).then_some(pid)
         })
+}
+
+/// The high watermark of `topic`/`partition`, asked again for up to 10 s while the broker
+/// answers with an error: a topic created moments ago can answer "not leader for partition"
+/// until its leadership reaches the broker's metadata.
+async fn high_watermark(reader: &BaseConsumer, topic: &str, partition: i32) -> Result<u64> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match reader.fetch_watermarks(topic, partition, Duration::from_secs(5)) {
+            Ok((_, high)) => return Ok(high.max(0) as u64),
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("watermarks of {topic}/{partition}: {e}; asking again");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("watermarks of {topic}/{partition}"));
+            }
+        }
+    }
 }
