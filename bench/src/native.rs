@@ -299,6 +299,9 @@ fn consume(
     let mut sink = Output::new(file, total.path.is_some())?;
     runtime.block_on(async {
         while count == 0 || total.records.load(Ordering::Relaxed) < count {
+            // Counted after every turn, not only after a batch from the split queues: while a
+            // rebalance moves partitions, messages can arrive through the consumer queue alone.
+            sink.batch_done(total)?;
             // The consumer queue first: rebalances are served there (and messages of a
             // partition whose queue was not split come there), as in the worker's loop.
             while let Some(message) = consumer.recv().now_or_never() {
@@ -326,7 +329,6 @@ fn consume(
                     Err(e) => eprintln!("consumer: {e}"),
                 }
             }
-            sink.batch_done(total)?;
         }
         anyhow::Ok(())
     })?;

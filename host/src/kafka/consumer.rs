@@ -160,6 +160,40 @@ impl ConsumerContext for SinkContext {
 const CARRIED_MAX: usize = 10_000;
 const CARRIED_MAX_BYTES: usize = 64 << 20;
 
+/// The messages [`SinkConsumer::serve`] kept, with the bytes of their keys and values.
+/// Invariant: `bytes` is that sum over `messages` (kept by every change, so checking the cap
+/// costs nothing per served message).
+#[derive(Default)]
+struct Carried {
+    messages: VecDeque<OwnedMessage>,
+    bytes: usize,
+}
+
+impl Carried {
+    fn size(m: &OwnedMessage) -> usize {
+        m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len)
+    }
+
+    fn push(&mut self, m: OwnedMessage) {
+        self.bytes += Self::size(&m);
+        self.messages.push_back(m);
+    }
+
+    /// Up to `max` messages, oldest first.
+    fn take(&mut self, max: usize) -> Vec<OwnedMessage> {
+        let n = self.messages.len().min(max);
+        let taken: Vec<OwnedMessage> = self.messages.drain(..n).collect();
+        self.bytes -= taken.iter().map(Self::size).sum::<usize>();
+        taken
+    }
+
+    /// Keeps the messages `keep` accepts.
+    fn retain(&mut self, mut keep: impl FnMut(&OwnedMessage) -> bool) {
+        self.messages.retain(|m| keep(m));
+        self.bytes = self.messages.iter().map(Self::size).sum();
+    }
+}
+
 /// A sink task's consumer: rdkafka's, for the consumer queue (rebalances, errors, commits, and
 /// messages of any partition not split), and the split partition queues that hold its messages.
 pub struct SinkConsumer {
@@ -168,7 +202,7 @@ pub struct SinkConsumer {
     consumer: StreamConsumer<SinkContext>,
     /// Messages that came out of the consumer queue while it was only being served, in the
     /// order they came; handed out before anything else.
-    carried: Mutex<VecDeque<OwnedMessage>>,
+    carried: Mutex<Carried>,
 }
 
 impl SinkConsumer {
@@ -223,8 +257,7 @@ impl SinkConsumer {
         }
         match self.consumer.recv().await {
             Ok(message) => {
-                let owned = message.detach();
-                self.lock_carried().push_back(owned);
+                self.lock_carried().push(message.detach());
                 None
             }
             Err(e) => Some(e),
@@ -233,9 +266,7 @@ impl SinkConsumer {
 
     /// Up to `max` of the messages [`SinkConsumer::serve`] kept, oldest first.
     pub fn take_carried(&self, max: usize) -> Vec<OwnedMessage> {
-        let mut carried = self.lock_carried();
-        let n = carried.len().min(max);
-        carried.drain(..n).collect()
+        self.lock_carried().take(max)
     }
 
     /// Forget the kept messages of `partitions` (revoked or lost: their next owner consumes them
@@ -251,15 +282,12 @@ impl SinkConsumer {
     /// Whether the kept messages reached [`CARRIED_MAX`] or [`CARRIED_MAX_BYTES`].
     fn carried_full(&self) -> bool {
         let carried = self.lock_carried();
-        let bytes: usize = carried
-            .iter()
-            .map(|m| m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len))
-            .sum();
-        carried.len() >= CARRIED_MAX || bytes >= CARRIED_MAX_BYTES
+        carried.messages.len() >= CARRIED_MAX || carried.bytes >= CARRIED_MAX_BYTES
     }
 
-    fn lock_carried(&self) -> std::sync::MutexGuard<'_, VecDeque<OwnedMessage>> {
-        // A panic while holding the lock leaves the queue itself consistent.
+    fn lock_carried(&self) -> std::sync::MutexGuard<'_, Carried> {
+        // A panic while holding the lock leaves the queue itself consistent (its byte count at
+        // worst off, which moves only the cap).
         self.carried.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -405,7 +433,38 @@ pub fn create(
 
 #[cfg(test)]
 mod tests {
-    use super::Subscription;
+    use super::{Carried, Subscription};
+    use rdkafka::Timestamp;
+    use rdkafka::message::OwnedMessage;
+
+    fn message(partition: i32, value: &[u8]) -> OwnedMessage {
+        OwnedMessage::new(
+            Some(value.to_vec()),
+            Some(b"k".to_vec()),
+            "t".to_owned(),
+            Timestamp::NotAvailable,
+            partition,
+            0,
+            None,
+        )
+    }
+
+    #[test]
+    fn carried_messages_keep_their_byte_count() {
+        let mut carried = Carried::default();
+        carried.push(message(0, b"abc"));
+        carried.push(message(1, b"defgh"));
+        carried.push(message(0, b"ij"));
+        assert_eq!(carried.bytes, 4 + 6 + 3);
+        let taken = carried.take(1);
+        assert_eq!(taken.len(), 1);
+        assert_eq!(carried.bytes, 6 + 3);
+        carried.retain(|m| rdkafka::Message::partition(m) != 1);
+        assert_eq!(carried.messages.len(), 1);
+        assert_eq!(carried.bytes, 3);
+        assert_eq!(carried.take(10).len(), 1);
+        assert_eq!(carried.bytes, 0);
+    }
 
     fn cfg(items: &[(&str, &str)]) -> Vec<(String, String)> {
         items
