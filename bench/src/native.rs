@@ -296,6 +296,11 @@ fn consume(
         &[],
     )
     .map_err(anyhow::Error::msg)?;
+    // The worker holds a revoked partition until its task has flushed and committed it; this
+    // consumer commits nothing, so it gives revoked partitions up at once. (Holding them with
+    // no one to release them stalled the group's rebalance when the second consumer joined,
+    // and a 2-consumer run counted nothing.)
+    consumer.stop_holding_revocations();
     let mut sink = Output::new(file, total.path.is_some())?;
     runtime.block_on(async {
         while count == 0 || total.records.load(Ordering::Relaxed) < count {

@@ -905,7 +905,7 @@ fn render(options: &Options, results: &Results) -> String {
         let run = results.density.iter().find(|d| d.tasks == tasks);
         let _ = writeln!(
             md,
-            "| {label} tasks under 2 GiB RSS, none below half its rate | {} | {} | |",
+            "| {label} tasks under 2 GiB RSS, none below half its rate | {} | {} |",
             run.map_or("—".into(), |d| format!(
                 "{:.0} MiB; slowest task {} records in {:.0} s at {}/s",
                 d.peak_rss_kib.unwrap_or(0) as f64 / 1024.0,
