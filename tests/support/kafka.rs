@@ -207,3 +207,20 @@ pub fn committed_offset(group: &str, topic: &str, partition: i32) -> Option<i64>
         _ => None,
     }
 }
+
+/// The test broker's secured listeners and test credentials (`scripts/kafka env`): `SASL_SSL`,
+/// `SSL`, `SASL_PLAINTEXT` addresses, `SASL_USER`, `SASL_PASSWORD`, `TLS_DIR` (the test CA,
+/// client key stores and trust stores), `CLIENT_STORE_PASSWORD`, `TRUST_STORE_PASSWORD`.
+pub fn secured() -> BTreeMap<String, String> {
+    bootstrap();
+    let output = Command::new(repo_root().join("scripts/kafka"))
+        .arg("env")
+        .output()
+        .expect("run scripts/kafka env");
+    assert!(output.status.success(), "scripts/kafka env failed");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}

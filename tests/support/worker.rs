@@ -25,6 +25,16 @@ impl Worker {
     /// Start `standalone` in `dir` (its working directory) with a worker config (plugin dir, data
     /// dir and `worker` pairs; later pairs win) and the given connector config files.
     pub fn start(dir: &Path, worker: &[(&str, String)], connectors: &[PathBuf]) -> Worker {
+        Self::start_with_env(dir, worker, connectors, &[])
+    }
+
+    /// [`Worker::start`] with extra environment variables for the worker process.
+    pub fn start_with_env(
+        dir: &Path,
+        worker: &[(&str, String)],
+        connectors: &[PathBuf],
+        env: &[(&str, &str)],
+    ) -> Worker {
         let worker_file = dir.join("worker.properties");
         let mut pairs: Vec<(&str, String)> = vec![
             ("plugin.path", plugin_dir().display().to_string()),
@@ -46,6 +56,7 @@ impl Worker {
                 "RUST_LOG",
                 "warn,wasm_connect=info,plugin=info,tansu_storage=off",
             )
+            .envs(env.iter().copied())
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
             .spawn()

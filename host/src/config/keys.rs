@@ -125,6 +125,9 @@ pub const RESERVED_PREFIXES: &[&str] = &[
     "key.converter",
     "value.converter",
     "topic.creation.",
+    "producer.override.",
+    "consumer.override.",
+    "admin.override.",
 ];
 
 /// Whether a plugin's spec may not define `name`.
@@ -505,6 +508,27 @@ pub const KEYS: &[Key] = &[
         default: KeyDefault::Value("60000"),
         doc: "Longest wait between restarts.",
         scope: Scope::Both,
+    },
+    Key {
+        name: "security.protocol",
+        kind: Kind::Text,
+        default: KeyDefault::Value("PLAINTEXT"),
+        doc: "How every Kafka client connects: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "config.providers",
+        kind: Kind::List,
+        default: KeyDefault::None,
+        doc: "Config providers for ${provider:path:key} placeholders: file, env, directory.",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "connector.client.config.override.policy",
+        kind: Kind::Text,
+        default: KeyDefault::Value("All"),
+        doc: "Which client settings connector configs may override: None, Principal or All.",
+        scope: Scope::Worker,
     },
     Key {
         name: "listeners",

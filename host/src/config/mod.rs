@@ -5,6 +5,7 @@ pub mod connector;
 pub mod file;
 pub mod keys;
 pub mod properties;
+pub mod providers;
 pub mod worker;
 
 pub use connector::{ConnectorConfig, Problem};

@@ -8,6 +8,8 @@ use std::time::Duration;
 use super::connector::{Problem, describe};
 use super::file::{self, Pairs};
 use super::keys::Scope;
+use super::providers::{Providers, Resolved};
+use crate::kafka::clients::{self, ClientSettings};
 use crate::sandbox::Limits;
 
 /// Worker key: address space reserved per instance for its linear memory.
@@ -44,12 +46,12 @@ pub struct WorkerConfig {
     pub listeners: String,
     pub rest_token_file: Option<String>,
     pub rest_basic_file: Option<String>,
-    /// `producer.*` settings, prefix removed.
-    pub producer: Pairs,
-    /// `consumer.*` settings, prefix removed.
-    pub consumer: Pairs,
-    /// `admin.*` settings, prefix removed.
-    pub admin: Pairs,
+    /// The Kafka clients' settings: the security keys every client takes, `producer.*`,
+    /// `consumer.*` and `admin.*` over them, in librdkafka's terms; and what connectors may
+    /// override.
+    pub clients: ClientSettings,
+    /// The config providers connector configs' placeholders are resolved with.
+    pub providers: Providers,
 }
 
 impl WorkerConfig {
@@ -61,8 +63,19 @@ impl WorkerConfig {
     }
 
     /// Parse worker config pairs; every bad key is reported.
-    pub fn from_pairs(pairs: &Pairs) -> Result<Self, Vec<Problem>> {
+    pub fn from_pairs(raw: &Pairs) -> Result<Self, Vec<Problem>> {
         let mut problems = Vec::new();
+        // The worker file may use its own providers (`sasl.jaas.config=${file:...}`); they are
+        // resolved once, here.
+        let providers = Providers::from_worker(raw).unwrap_or_else(|p| {
+            problems.extend(p);
+            Providers::default()
+        });
+        let resolved = providers.resolve(raw).unwrap_or_else(|p| {
+            problems.extend(p);
+            Resolved::plain(raw)
+        });
+        let pairs = &resolved.pairs;
         let get = |k: &str| {
             pairs
                 .iter()
@@ -72,6 +85,8 @@ impl WorkerConfig {
         for (key, _) in pairs {
             let known = super::keys::key(key).is_some_and(|k| k.scope != Scope::Connector)
                 || CLIENT_PREFIXES.iter().any(|p| key.starts_with(p))
+                || clients::is_common_key(key)
+                || key.starts_with("config.providers.")
                 || key.starts_with("key.converter.")
                 || key.starts_with("value.converter.");
             if !known {
@@ -82,12 +97,10 @@ impl WorkerConfig {
             .with_overrides(pairs)
             .map_err(|m| problems.push(Problem::new("", m)))
             .unwrap_or_default();
-        if get("consumer.group.instance.id").is_some() {
-            problems.push(Problem::new(
-                "consumer.group.instance.id",
-                "is set by the worker for each sink task (wasm-connect-<connector>-<task>-<worker instance>), so that a task restarted after a crash rejoins its group at once; one value for every consumer would fence all but one of them. Remove it",
-            ));
-        }
+        let clients = ClientSettings::from_worker(pairs).unwrap_or_else(|p| {
+            problems.extend(p);
+            ClientSettings::default()
+        });
         // Keys without a fixed default in the key table pass theirs; the table's kind says what
         // each takes.
         let mut number_or = |key: &str, default: u64| -> u64 {
@@ -180,12 +193,12 @@ impl WorkerConfig {
                 problems.push(Problem::new(key, m));
             }
         }
-        let prefixed = |prefix: &str| -> Pairs {
-            pairs
-                .iter()
-                .filter_map(|(k, v)| k.strip_prefix(prefix).map(|k| (k.to_owned(), v.clone())))
-                .collect()
-        };
+        if bootstrap_servers.is_none() && clients.secured() {
+            problems.push(Problem::new(
+                "security.protocol",
+                "is set, but bootstrap.servers is not: the embedded broker speaks PLAINTEXT only. Name your cluster in bootstrap.servers, or remove the security settings",
+            ));
+        }
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -219,9 +232,8 @@ impl WorkerConfig {
                 .to_owned(),
             rest_token_file: get("rest.auth.token.file").map(str::to_owned),
             rest_basic_file: get("rest.auth.basic.file").map(str::to_owned),
-            producer: prefixed("producer."),
-            consumer: prefixed("consumer."),
-            admin: prefixed("admin."),
+            clients,
+            providers,
         })
     }
 }
@@ -258,7 +270,10 @@ mod tests {
         .unwrap();
         assert_eq!(c.bootstrap_servers.as_deref(), Some("127.0.0.1:19092"));
         assert_eq!(c.task.flush_interval, Duration::from_millis(250));
-        assert_eq!(c.producer, pairs(&[("linger.ms", "20")]));
+        assert_eq!(
+            c.clients.librdkafka(clients::ClientKind::Producer),
+            pairs(&[("linger.ms", "20")])
+        );
         assert_eq!(
             c.converter_defaults,
             pairs(&[("value.converter", "string")])

@@ -36,6 +36,7 @@ use self::store::ConfigStore;
 use self::view::{ConnectorView, Snapshot, info_of, masked, status_of};
 use crate::broker::EmbeddedBroker;
 use crate::config::{ConnectorConfig, WorkerConfig};
+use crate::kafka::clients::ClientKind;
 use crate::kafka::health::KafkaHealth;
 use crate::kafka::producer::Producer;
 use crate::kafka::topics::TopicCreator;
@@ -130,11 +131,18 @@ impl Herder {
             config.topic_default_replication
         };
         let client_id = format!("wasm-connect-{}", config.worker_id);
-        let producer = Arc::new(Producer::new(&bootstrap, &client_id, &config.producer)?);
+        for note in config.clients.notes() {
+            tracing::warn!("{note}");
+        }
+        let producer = Arc::new(Producer::new(
+            &bootstrap,
+            &client_id,
+            config.clients.librdkafka(ClientKind::Producer),
+        )?);
         let topics = Arc::new(TopicCreator::new(
             &bootstrap,
             &client_id,
-            &config.admin,
+            config.clients.librdkafka(ClientKind::Admin),
             config.topic_creation_enable,
             config.topic_default_partitions,
             replication,
@@ -142,7 +150,9 @@ impl Herder {
         let offsets = FileOffsetStore::open(config.data_dir.join("offsets.json"))?;
         let store = ConfigStore::new(config.data_dir.join("connectors.json"));
         let capacity = Capacity::new(config.capacity);
-        let health = Arc::new(KafkaHealth::default());
+        let health = Arc::new(KafkaHealth::identified(
+            config.clients.translated(ClientKind::Producer),
+        ));
         health.watch(&producer);
         let instance_id = instance_id(&config.data_dir)?;
         // Read now: a stored file that cannot be read stops the start, before REST is up.

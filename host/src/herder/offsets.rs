@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::view::ConnectorView;
 use super::{Herder, HerderError, Shared};
+use crate::kafka::clients::ClientKind;
 use crate::kafka::group_offsets::{self, group_of};
 use crate::plugin::World;
 
@@ -41,7 +42,7 @@ impl Herder {
                 .collect(),
             World::Sink => group_offsets::committed(
                 &self.shared.bootstrap,
-                &self.shared.config.consumer,
+                self.shared.config.clients.librdkafka(ClientKind::Consumer),
                 &group_of(name),
                 topics,
             )
@@ -97,7 +98,7 @@ pub(crate) async fn alter(
             }
             group_offsets::commit(
                 &shared.bootstrap,
-                &shared.config.consumer,
+                shared.config.clients.librdkafka(ClientKind::Consumer),
                 &group_of(name),
                 &offsets,
             )
@@ -118,11 +119,13 @@ pub(crate) async fn reset(
         World::Source => {
             crate::kafka::blocking(|| shared.offsets.reset(name)).map_err(HerderError::Internal)
         }
-        World::Sink => {
-            group_offsets::delete_group(&shared.bootstrap, &shared.config.admin, &group_of(name))
-                .await
-                .map_err(HerderError::Internal)
-        }
+        World::Sink => group_offsets::delete_group(
+            &shared.bootstrap,
+            shared.config.clients.librdkafka(ClientKind::Admin),
+            &group_of(name),
+        )
+        .await
+        .map_err(HerderError::Internal),
     }
 }
 

@@ -38,11 +38,16 @@ impl ConnectorView {
         self.prepared.as_ref().map(|p| p.plugin.world)
     }
 
-    /// The task configs the tasks run from (none while STOPPED).
-    pub fn task_configs(&self) -> &[Vec<(String, String)>] {
+    /// The task configs the tasks run from (none while STOPPED), as they may be shown: with
+    /// config provider placeholders where the plugin copied resolved values.
+    pub fn task_configs(&self) -> Vec<Vec<(String, String)>> {
         match (&self.prepared, self.target) {
-            (_, TargetState::Stopped) | (None, _) => &[],
-            (Some(p), _) => &p.task_configs,
+            (_, TargetState::Stopped) | (None, _) => Vec::new(),
+            (Some(p), _) => p
+                .task_configs
+                .iter()
+                .map(|c| p.resolved.restore(c))
+                .collect(),
         }
     }
 }

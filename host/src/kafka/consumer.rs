@@ -400,14 +400,16 @@ pub fn create(
     config.set("group.instance.id", instance_id);
     let (tx, rx) = mpsc::unbounded_channel();
     let fetch = Arc::new(fetch_queues::Shared::default());
-    let consumer: StreamConsumer<SinkContext> = config
-        .create_with_context(SinkContext {
+    let consumer: StreamConsumer<SinkContext> = super::clients::create(
+        &config,
+        SinkContext {
             events: tx,
             fetch: Arc::clone(&fetch),
             hold_revoked: AtomicBool::new(true),
             held: Mutex::new(Vec::new()),
-        })
-        .map_err(|e| format!("cannot create the Kafka consumer: {e}"))?;
+        },
+        "consumer",
+    )?;
     let result = match subscription {
         Subscription::Topics(topics) => {
             let refs: Vec<&str> = topics.iter().map(String::as_str).collect();

@@ -33,9 +33,7 @@ fn client(
         .set("group.id", group)
         .set("enable.auto.commit", "false");
     super::apply(&mut config, overrides);
-    config
-        .create_with_context(TracingContext)
-        .map_err(|e| format!("cannot create a Kafka client: {e}"))
+    super::clients::create(&config, TracingContext, "offsets client")
 }
 
 /// `group`'s committed offsets for every partition of `topics`.
@@ -104,9 +102,8 @@ pub async fn delete_group(
 ) -> Result<(), String> {
     let mut config = super::base_config(bootstrap, "wasm-connect-admin");
     super::apply(&mut config, overrides);
-    let admin: AdminClient<TracingContext> = config
-        .create_with_context(TracingContext)
-        .map_err(|e| e.to_string())?;
+    let admin: AdminClient<TracingContext> =
+        super::clients::create(&config, TracingContext, "admin client")?;
     let results = admin
         .delete_groups(
             &[group],

@@ -6,7 +6,9 @@
 //! that only runs sinks; a cheap request every broker answers) through the shared producer's
 //! client, and records when the cluster stopped answering and why. [`FAILURES_FOR_OUTAGE`]
 //! failures in a row mark the cluster unreachable (one slow answer under load does not), the
-//! first success marks it back.
+//! first success marks it back. When a client failed to authenticate or to set up TLS
+//! ([`super::security::observe`]), that is the reason given, with the user the worker's
+//! clients authenticate as: a wrong password reads as one, not as a timeout.
 
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex, Weak};
@@ -49,12 +51,24 @@ impl Outage {
 /// The worker's view of the cluster, shared by statuses and `/health`.
 #[derive(Debug, Default)]
 pub struct KafkaHealth {
+    /// Who the worker's clients authenticate as, and how, for messages.
+    principal: Option<String>,
+    mechanism: Option<String>,
     outage: Mutex<Option<Outage>>,
     /// Failed probes in a row, and when the first of them was sent.
     failing: Mutex<(u32, Option<(SystemTime, Instant)>)>,
 }
 
 impl KafkaHealth {
+    /// The health of a cluster the worker's clients reach with `client`'s settings.
+    pub fn identified(client: &super::security::Translated) -> Self {
+        Self {
+            principal: client.principal.clone(),
+            mechanism: client.mechanism.clone(),
+            ..Self::default()
+        }
+    }
+
     /// The outage in progress, if the cluster does not answer.
     pub fn outage(&self) -> Option<Outage> {
         self.outage
@@ -65,6 +79,16 @@ impl KafkaHealth {
 
     /// Record a probe's result; logs once when the cluster goes away and once when it is back.
     pub fn record(&self, result: Result<(), String>) {
+        let result = match result {
+            Ok(()) => {
+                super::security::clear_failure();
+                Ok(())
+            }
+            // What the clients found is more telling than the probe's timeout.
+            Err(probe) => Err(super::security::failure().map_or(probe, |f| {
+                f.describe(self.principal.as_deref(), self.mechanism.as_deref())
+            })),
+        };
         let mut outage = self.outage.lock().unwrap_or_else(|e| e.into_inner());
         let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
         let first_failure = match &result {

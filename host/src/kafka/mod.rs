@@ -1,6 +1,7 @@
 //! Kafka I/O, all through rdkafka: the worker's shared producer (acknowledgements routed back to
 //! the task that sent each record), consumers for sink tasks, and topic creation.
 
+pub mod clients;
 pub mod consumer;
 pub mod delivery;
 pub mod fetch_queues;
@@ -8,6 +9,7 @@ pub mod group_offsets;
 pub mod headers;
 pub mod health;
 pub mod producer;
+pub mod security;
 pub mod topics;
 
 use std::collections::HashMap;
@@ -140,6 +142,7 @@ impl ClientContext for TracingContext {
     }
 
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        security::observe(error.rdkafka_error_code(), reason);
         if let Some(held) = repeats().admit(&format!("error:{}", error_kind(&error))) {
             tracing::warn!(target: "librdkafka", "{error}: {reason}{}", held_back(held));
         }

@@ -232,9 +232,7 @@ impl Producer {
             config.set(*key, *value);
         }
         super::apply(&mut config, overrides);
-        let inner = config
-            .create_with_context(AckRouter)
-            .map_err(|e| format!("cannot create the Kafka producer: {e}"))?;
+        let inner = super::clients::create(&config, AckRouter, "producer")?;
         Ok(Self { inner })
     }
 

@@ -38,9 +38,7 @@ impl TopicCreator {
     ) -> Result<Self, String> {
         let mut config = super::base_config(bootstrap, client_id);
         super::apply(&mut config, overrides);
-        let admin = config
-            .create_with_context(TracingContext)
-            .map_err(|e| format!("cannot create the Kafka admin client: {e}"))?;
+        let admin = super::clients::create(&config, TracingContext, "admin client")?;
         Ok(Self {
             admin,
             enabled,
@@ -48,6 +46,24 @@ impl TopicCreator {
             replication,
             known: Mutex::new(HashSet::new()),
         })
+    }
+
+    /// A creator with this one's settings through a client of its own (a connector's admin
+    /// overrides).
+    pub fn with_client(
+        &self,
+        bootstrap: &str,
+        client_id: &str,
+        overrides: &[(String, String)],
+    ) -> Result<Self, String> {
+        Self::new(
+            bootstrap,
+            client_id,
+            overrides,
+            self.enabled,
+            self.partitions,
+            self.replication,
+        )
     }
 
     /// Make sure `topic` exists, creating it with `connector`'s settings if needed.

@@ -30,6 +30,9 @@ pub struct InstanceContext {
     pub offsets: Arc<dyn OffsetReader>,
     /// Notified when the plugin calls `context.request-reconfiguration`.
     pub reconfigure: Arc<Notify>,
+    /// Values config providers resolved in the instance's config: redacted from its log
+    /// lines and output.
+    pub secrets: Arc<Vec<String>>,
 }
 
 impl InstanceContext {
@@ -44,6 +47,7 @@ impl InstanceContext {
             limits: Limits::default(),
             offsets: Arc::new(NoOffsets),
             reconfigure: Arc::new(Notify::new()),
+            secrets: Arc::default(),
         }
     }
 }
@@ -128,10 +132,11 @@ impl Sandbox {
     /// A fresh store for one instance, with its limits, capabilities and deadline handling.
     pub(crate) fn store(&self, ctx: &InstanceContext) -> wasmtime::Result<Store<HostState>> {
         let limits = &ctx.limits;
-        let log_budget = super::stdio::LogBudget::new(
+        let log_budget = super::stdio::LogBudget::with_secrets(
             limits.log_lines_per_second,
             limits.log_bytes_per_second,
             limits.log_message_max_bytes,
+            Arc::clone(&ctx.secrets),
         );
         let mut table = wasmtime::component::ResourceTable::new();
         // Every open file, directory stream, stream and pollable is an entry: this bounds the

@@ -109,7 +109,8 @@ impl HostState {
     /// The `log` import of every contract version: one event tagged with connector and task,
     /// cut to `sandbox.log.message.max.bytes`.
     fn log_event(&self, level: tracing::Level, message: &str) {
-        let message = self.log_budget.cut(message, message.len());
+        let message = self.log_budget.redact(message);
+        let message = self.log_budget.cut(&message, message.len());
         if !self.log_budget.admit_line(&self.tags, message.len()) {
             return;
         }

@@ -31,6 +31,8 @@ pub struct LogBudget {
     lines_per_second: f64,
     bytes_per_second: f64,
     message_max: usize,
+    /// Values redacted from every line (resolved config provider placeholders).
+    secrets: Arc<Vec<String>>,
     state: Mutex<Bucket>,
 }
 
@@ -45,13 +47,30 @@ struct Bucket {
 impl LogBudget {
     /// A full budget of `lines_per_second` lines and `bytes_per_second` bytes a second, lines
     /// of at most `message_max` bytes.
+    #[cfg(test)]
     pub fn new(lines_per_second: u32, bytes_per_second: u32, message_max: usize) -> Arc<Self> {
+        Self::with_secrets(
+            lines_per_second,
+            bytes_per_second,
+            message_max,
+            Arc::default(),
+        )
+    }
+
+    /// [`LogBudget::new`], redacting `secrets` from every line ([`LogBudget::redact`]).
+    pub fn with_secrets(
+        lines_per_second: u32,
+        bytes_per_second: u32,
+        message_max: usize,
+        secrets: Arc<Vec<String>>,
+    ) -> Arc<Self> {
         let lines_per_second = f64::from(lines_per_second.max(1));
         let bytes_per_second = f64::from(bytes_per_second.max(1));
         Arc::new(Self {
             lines_per_second,
             bytes_per_second,
             message_max: message_max.max(1),
+            secrets,
             state: Mutex::new(Bucket {
                 lines: lines_per_second * 10.0,
                 bytes: bytes_per_second * 10.0,
@@ -80,6 +99,20 @@ impl LogBudget {
         bucket.lines -= 1.0;
         bucket.bytes -= cost;
         Some(std::mem::take(&mut bucket.suppressed))
+    }
+
+    /// `line` with every secret in it replaced (before [`LogBudget::cut`], so a cut cannot
+    /// leave part of one).
+    pub(crate) fn redact<'m>(&self, line: &'m str) -> Cow<'m, str> {
+        if self.secrets.iter().any(|s| line.contains(s.as_str())) {
+            let mut out = line.to_owned();
+            for secret in self.secrets.iter() {
+                out = out.replace(secret.as_str(), crate::config::providers::REDACTED);
+            }
+            Cow::Owned(out)
+        } else {
+            Cow::Borrowed(line)
+        }
     }
 
     /// `message`, cut to the longest line allowed (at a character boundary) with a marker
@@ -150,7 +183,8 @@ impl LineWriter {
         let total = self.line.len() + std::mem::take(&mut self.overflow);
         let budget = &self.out.budget;
         let text = String::from_utf8_lossy(&self.line);
-        let text = budget.cut(text.trim_end_matches('\r'), total);
+        let text = budget.redact(text.trim_end_matches('\r'));
+        let text = budget.cut(&text, total);
         if !budget.admit_line(&self.out.tags, text.len()) {
             self.line.clear();
             return;

@@ -9,8 +9,10 @@ use tokio::sync::Notify;
 use super::{RestartPolicy, Shared};
 use crate::config::ConnectorConfig;
 use crate::config::connector::{Problem, describe};
+use crate::config::providers::Resolved;
 use crate::convert::Converter;
 use crate::errors::ErrorPolicy;
+use crate::kafka::clients::ConnectorClients;
 use crate::kafka::consumer::Subscription;
 use crate::plugin::{Plugin, World};
 use crate::sandbox::{CallError, ConnectorInstance, Grants, InstanceContext, Limits, Tags};
@@ -34,6 +36,11 @@ pub(crate) struct Prepared {
     pub errors: Arc<ErrorPolicy>,
     /// What the connector instance and its tasks' instances notify to ask for a new split.
     pub reconfigure: Arc<Notify>,
+    /// The connector's own Kafka client settings, where it overrides the worker's (KIP-458).
+    pub clients: ConnectorClients,
+    /// The config with its config provider placeholders resolved (what `pairs` came from),
+    /// to restore the placeholders in what is shown and to redact the values.
+    pub resolved: Arc<Resolved>,
 }
 
 /// The problems with `config` that need no plugin instance (or the connector, not yet split): unknown plugin, the plugin's key
@@ -96,16 +103,42 @@ fn check(
             )]
         })?;
     let mut problems = Vec::new();
+    // Placeholders resolve now, on every start (a restart picks up a rotated secret); what
+    // the plugin and the clients get is resolved, what is stored and shown is not.
+    let resolved = shared
+        .config
+        .providers
+        .resolve(&config.pairs)
+        .unwrap_or_else(|p| {
+            problems.extend(p);
+            Resolved::plain(&config.pairs)
+        });
+    let config = &ConnectorConfig {
+        pairs: resolved.pairs.clone(),
+        ..config.clone()
+    };
     // Before any instance exists: a connector that asks for more tasks than one connector may
     // have is refused without asking its plugin to split the work.
     problems.extend(shared.config.capacity.check_tasks_max(config.tasks_max));
-    let pairs = config.apply_spec(&plugin.spec).unwrap_or_else(|p| {
+    let mut pairs = config.apply_spec(&plugin.spec).unwrap_or_else(|p| {
         problems.extend(p);
         config.pairs.clone()
     });
     // Everything the worker itself interprets (capabilities, limits, converters, restarts,
-    // subscriptions) comes from the operator's config only, never from a plugin's defaults.
+    // subscriptions, client overrides) comes from the operator's config only, never from a
+    // plugin's defaults.
     let operator = &config.pairs;
+    let clients = shared
+        .config
+        .clients
+        .for_connector(operator)
+        .unwrap_or_else(|p| {
+            problems.extend(p);
+            ConnectorClients::default()
+        });
+    // Client overrides are the worker's business, and may hold credentials the plugin must
+    // never see.
+    pairs.retain(|(k, _)| !crate::kafka::clients::is_override_key(k));
     let grants = Grants::from_config(operator).unwrap_or_else(|m| {
         problems.push(Problem::new("", m));
         Grants::none()
@@ -173,7 +206,7 @@ fn check(
         }
     }
     if !problems.is_empty() {
-        return Err(problems);
+        return Err(redacted(&resolved, problems));
     }
     Ok(Prepared {
         plugin,
@@ -188,26 +221,36 @@ fn check(
         settings,
         errors: Arc::new(errors),
         reconfigure,
+        clients,
+        resolved: Arc::new(resolved),
     })
 }
 
+/// `problems` with every resolved secret taken out of their messages (a plugin's `validate`
+/// or a value check may quote a value).
+fn redacted(resolved: &Resolved, problems: Vec<Problem>) -> Vec<Problem> {
+    if !resolved.has_secrets() {
+        return problems;
+    }
+    problems
+        .into_iter()
+        .map(|p| Problem::new(p.key, resolved.redact(&p.message)))
+        .collect()
+}
+
 /// The connector instance's context (also the base of its tasks' contexts).
-pub(crate) fn connector_context(
-    name: &str,
-    grants: &Grants,
-    limits: Limits,
-    reconfigure: &Arc<Notify>,
-) -> InstanceContext {
+pub(crate) fn connector_context(name: &str, prepared: &Prepared) -> InstanceContext {
     InstanceContext {
         tags: Tags {
             connector: name.to_owned(),
             task: None,
         },
-        grants: grants.clone(),
-        limits,
+        grants: prepared.grants.clone(),
+        limits: prepared.limits,
         // The WIT: only source tasks read offsets; connector instances and sinks see none.
         offsets: Arc::new(crate::sandbox::NoOffsets),
-        reconfigure: Arc::clone(reconfigure),
+        reconfigure: Arc::clone(&prepared.reconfigure),
+        secrets: Arc::new(prepared.resolved.secrets().to_vec()),
     }
 }
 
@@ -233,13 +276,9 @@ pub(crate) async fn prepare(
 ) -> Result<(Prepared, ConnectorInstance), NotPrepared> {
     let mut prepared = check(shared, config, reconfigure).map_err(NotPrepared::Invalid)?;
     let plugin = &prepared.plugin;
-    let ctx = connector_context(
-        &config.name,
-        &prepared.grants,
-        prepared.limits,
-        &prepared.reconfigure,
-    );
-    let instance_error = |e: String| NotPrepared::Invalid(vec![Problem::new("", e)]);
+    let ctx = connector_context(&config.name, &prepared);
+    let instance_error =
+        |e: String| NotPrepared::Invalid(vec![Problem::new("", prepared.resolved.redact(&e))]);
     let mut instance = ConnectorInstance::new(
         &shared.sandbox,
         &plugin.component,
@@ -259,12 +298,13 @@ pub(crate) async fn prepare(
         .await
         .map_err(|e| instance_error(e.to_string()))?;
     if !invalid.is_empty() {
-        return Err(NotPrepared::Invalid(
+        return Err(NotPrepared::Invalid(redacted(
+            &prepared.resolved,
             invalid
                 .into_iter()
                 .map(|e| Problem::new(e.key, e.message))
                 .collect(),
-        ));
+        )));
     }
     match split(&config.name, &prepared, &mut instance).await {
         Ok(configs) => {

@@ -8,9 +8,11 @@ use tokio::task::JoinHandle;
 
 use super::{Prepared, Shared, connector_context};
 use crate::errors::ErrorReporter;
+use crate::kafka::clients::ClientKind;
 use crate::kafka::consumer::{self, Subscription};
+use crate::kafka::producer::Producer;
 use crate::plugin::World;
-use crate::sandbox::{SinkTaskInstance, SourceTaskInstance};
+use crate::sandbox::{InstanceContext, SinkTaskInstance, SourceTaskInstance};
 use crate::task::poll_ahead::PollAhead;
 use crate::task::put_behind::PutBehind;
 use crate::task::sink::SinkRunner;
@@ -144,20 +146,64 @@ async fn run_once(
     metrics: &Arc<TaskMetrics>,
     topics_used: &ActiveTopics,
 ) -> Result<(), Failure> {
-    let plugin = &prepared.plugin;
     let task_config = prepared
         .task_configs
         .get(id as usize)
         .ok_or_else(|| Failure::fatal(format!("connector {name} has no task {id}")))?;
+    // Config provider placeholders are resolved again for every start of the task, so a
+    // restart picks up a rotated secret (a value the plugin built from a secret stays as the
+    // connector's split made it).
+    let fresh = shared
+        .config
+        .providers
+        .resolve(&prepared.resolved.placeholders_back(task_config))
+        .map_err(|p| {
+            Failure::fatal(prepared.resolved.redact(&super::problems_message(name, &p)))
+        })?;
     // Capabilities come from the operator's connector config, never from the task config a
     // plugin returned, so a plugin cannot grant itself more.
-    let mut ctx = connector_context(
-        name,
-        &prepared.grants,
-        prepared.limits,
-        &prepared.reconfigure,
-    );
+    let mut ctx = connector_context(name, prepared);
     ctx.tags.task = Some(id);
+    let mut secrets = prepared.resolved.secrets().to_vec();
+    secrets.extend(fresh.secrets().iter().cloned());
+    // Longest first, so a secret inside a longer one cannot leave part of the longer.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets.dedup();
+    ctx.secrets = Arc::new(secrets);
+    let secrets = Arc::clone(&ctx.secrets);
+    // A plugin's error may quote its config: no resolved secret reaches a status or the log.
+    run_instance(
+        shared,
+        name,
+        prepared,
+        id,
+        control_rx,
+        metrics,
+        topics_used,
+        ctx,
+        &fresh.pairs,
+    )
+    .await
+    .map_err(|mut failure| {
+        failure.trace = crate::config::providers::redact(&secrets, &failure.trace);
+        failure
+    })
+}
+
+/// Run task `id`'s instance, created with `ctx` from `task_config`, until it stops or fails.
+#[allow(clippy::too_many_arguments)]
+async fn run_instance(
+    shared: &Arc<Shared>,
+    name: &str,
+    prepared: &Prepared,
+    id: u32,
+    control_rx: watch::Receiver<Control>,
+    metrics: &Arc<TaskMetrics>,
+    topics_used: &ActiveTopics,
+    mut ctx: InstanceContext,
+    task_config: &[(String, String)],
+) -> Result<(), Failure> {
+    let plugin = &prepared.plugin;
     if plugin.world == World::Source {
         ctx.offsets = shared.offsets.reader(name);
     }
@@ -171,12 +217,27 @@ async fn run_once(
     } else {
         TaskState::Running
     });
+    // A connector that overrides client settings (KIP-458) gets clients of its own, per task
+    // as in Kafka Connect; the rest share the worker's.
+    let client_id = format!("wasm-connect-{name}-{id}");
+    let producer = match prepared.clients.get(ClientKind::Producer) {
+        None => Arc::clone(&shared.producer),
+        Some(own) => Arc::new(Producer::new(&shared.bootstrap, &client_id, &own.pairs)?),
+    };
+    let topics = match prepared.clients.get(ClientKind::Admin) {
+        None => Arc::clone(&shared.topics),
+        Some(own) => Arc::new(shared.topics.with_client(
+            &shared.bootstrap,
+            &client_id,
+            &own.pairs,
+        )?),
+    };
     let errors = ErrorReporter::new(
         Arc::clone(&prepared.errors),
         name,
         id,
-        Arc::clone(&shared.producer),
-        Arc::clone(&shared.topics),
+        Arc::clone(&producer),
+        Arc::clone(&topics),
         Arc::clone(&metrics.errors),
     );
     let cannot = |e: anyhow::Error| Failure::from(format!("cannot instantiate the plugin: {e:#}"));
@@ -187,7 +248,7 @@ async fn run_once(
                 &plugin.component,
                 plugin.contract,
                 &ctx,
-                task_config,
+                &task_config.to_vec(),
             )
             .await
             .map_err(cannot)??;
@@ -195,8 +256,8 @@ async fn run_once(
                 connector: name.to_owned(),
                 task: id,
                 instance: PollAhead::spawn(instance),
-                producer: Arc::clone(&shared.producer),
-                topics: Arc::clone(&shared.topics),
+                producer,
+                topics,
                 offsets: Arc::clone(&shared.offsets),
                 config: prepared.pairs.clone(),
                 key_converter: prepared.key_converter,
@@ -217,20 +278,22 @@ async fn run_once(
                 &plugin.component,
                 plugin.contract,
                 &ctx,
-                task_config,
+                &task_config.to_vec(),
             )
             .await
             .map_err(cannot)??;
             let subscription =
                 Subscription::from_config(&prepared.pairs).map_err(Failure::fatal)?;
-            let client_id = format!("wasm-connect-{name}-{id}");
             let (consumer, events) = consumer::create(
                 &shared.bootstrap,
                 &client_id,
                 name,
                 &format!("{client_id}-{}", shared.instance_id),
                 &subscription,
-                &shared.config.consumer,
+                prepared.clients.get(ClientKind::Consumer).map_or(
+                    shared.config.clients.librdkafka(ClientKind::Consumer),
+                    |t| &t.pairs,
+                ),
             )?;
             SinkRunner {
                 connector: name.to_owned(),

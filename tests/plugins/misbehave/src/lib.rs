@@ -32,6 +32,10 @@
 //!   `monitor` reports the change, on its first call only (and asks for its next call in 200
 //!   ms); tasks never ask.
 //! - `monitor-fails`: the connector's `monitor` fails fatally.
+//! - `echo-secret`: the first poll of each task instance logs the value of `secret` (log import,
+//!   stdout, stderr) and returns it as a record; the next fails fatally with an error that
+//!   quotes it (config provider tests: the value must reach the plugin and no status or log
+//!   line).
 //! - `tasks` (any mode): how many task configs to return (at most `tasks.max`).
 
 use wasm_connect_sdk::{
@@ -79,6 +83,7 @@ const MODES: &[&str] = &[
     "split-fails",
     "monitor-once",
     "monitor-fails",
+    "echo-secret",
 ];
 
 impl Connector for Misbehave {
@@ -231,6 +236,9 @@ pub struct Task {
     asked: bool,
     /// Handles kept open (mode open-files).
     files: Vec<std::fs::File>,
+    /// The value of `secret` (mode echo-secret), and whether this instance showed it yet.
+    secret: String,
+    echoed: bool,
 }
 
 fn indices(config: &Config, key: &str) -> Vec<u64> {
@@ -268,6 +276,8 @@ impl SourceTask for Task {
             generation: config.parse_or("generation", 0)?,
             asked: false,
             files: Vec::new(),
+            secret: config.string_or("secret", ""),
+            echoed: false,
         })
     }
 
@@ -289,6 +299,18 @@ impl SourceTask for Task {
             SourceRecord::new(&json!(PARTITION), &json!(offset), data).with_topic(&self.topic)
         };
         match self.mode.as_str() {
+            "echo-secret" if !self.echoed => {
+                log::info(&format!("the secret is {}", self.secret));
+                println!("stdout: the secret is {}", self.secret);
+                eprintln!("stderr: the secret is {}", self.secret);
+                self.echoed = true;
+                let offset = self.next;
+                self.next += 1;
+                return Ok(vec![record(offset, Data::Text(self.secret.clone()))]);
+            }
+            "echo-secret" => {
+                return Err(Error::fatal(format!("cannot log in with {}", self.secret)));
+            }
             "log" => {
                 log::info("hello through the log import");
                 println!("hello through stdout");

@@ -1,0 +1,540 @@
+//! Secured Kafka against the real broker's SASL_SSL and SSL listeners (`scripts/kafka`): a
+//! pipeline (datagen → topic → file-sink) over SASL_SSL with SCRAM-SHA-512 and over mutual
+//! TLS. A wrong password and an untrusted CA each show in the statuses and the log as what
+//! they are, no secret reaches the log, and once the config is fixed the pipeline finishes with
+//! nothing lost. Every compression type is written by a source (a per-connector producer
+//! override) and read back by an independent consumer, and the broker's own log tool says each
+//! topic's batches are stored with that codec.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::json;
+use wasm_connect_tests::kafka::{self, consume, create_topic, unique_topic};
+use wasm_connect_tests::plugins_with;
+use wasm_connect_tests::rest::{block, create, get};
+use wasm_connect_tests::worker::{Worker, eventually, lines};
+
+const COUNT: usize = 2000;
+
+/// Whether both connectors' statuses (connector or task trace) carry `needle`.
+fn statuses_say(url: &str, needle: &str) -> bool {
+    ["source", "sink"].iter().all(|name| {
+        block(get(url, &format!("/connectors/{name}/status")))
+            .to_string()
+            .contains(needle)
+    })
+}
+
+/// Distinct lines the sink wrote.
+fn written(out: &Path) -> BTreeSet<String> {
+    lines(&out.join("out.txt")).into_iter().collect()
+}
+
+/// A source and a sink over the worker's (secured) clients: `COUNT` records through `topic`
+/// into `out/out.txt`.
+async fn create_pipeline(url: &str, topic: &str, out: &Path) {
+    let source = json!({"connector.class": "datagen", "topic": topic, "count": COUNT.to_string(),
+        "value.converter": "string"});
+    let sink = json!({"connector.class": "file-sink", "topics": topic,
+        "file": out.join("out.txt").display().to_string(),
+        "sandbox.fs.write": out.display().to_string(), "value.converter": "string"});
+    assert_eq!(create(url, "source", source).await, StatusCode::CREATED);
+    assert_eq!(create(url, "sink", sink).await, StatusCode::CREATED);
+}
+
+/// Run a worker with `bad` settings until the statuses say `expected`; then again with `good`
+/// settings (same data directory) until the pipeline is done. Checks that nothing was lost or
+/// written twice, and that no `secrets` reached either log.
+async fn fails_clearly_then_recovers(
+    name: &str,
+    bad: Vec<(&'static str, String)>,
+    good: Vec<(&'static str, String)>,
+    expected: &str,
+    secrets: &[&str],
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &["datagen", "file-sink"], &[]);
+    let topic = unique_topic(name);
+    create_topic(&topic, 1).await;
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let common = [
+        ("plugin.path", plugins.display().to_string()),
+        ("offset.flush.interval.ms", "500".to_owned()),
+    ];
+    let with = |settings: Vec<(&'static str, String)>| {
+        let mut all = settings;
+        all.extend(common.iter().cloned());
+        all
+    };
+
+    let mut worker = Worker::start(dir.path(), &with(bad), &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    create_pipeline(&url, &topic, &out).await;
+    let shown = eventually(Duration::from_secs(90), || statuses_say(&url, expected));
+    assert!(
+        shown,
+        "the statuses say {expected:?}: {}\n{}\n{}",
+        block(get(&url, "/connectors/source/status")),
+        block(get(&url, "/connectors/sink/status")),
+        worker.log_text()
+    );
+    let (_, bad_log) = worker.stop();
+    assert!(
+        bad_log.contains(expected),
+        "the log says it too:\n{bad_log}"
+    );
+    assert!(written(&out).is_empty(), "nothing passed meanwhile");
+
+    let mut worker = Worker::start(dir.path(), &with(good), &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    let done = eventually(Duration::from_secs(120), || written(&out).len() == COUNT);
+    assert!(
+        done,
+        "{} of {COUNT} records reached the sink once the config was fixed: {}\n{}",
+        written(&out).len(),
+        block(get(&url, "/connectors/sink/status")),
+        worker.log_text()
+    );
+    assert!(
+        !statuses_say(&url, expected),
+        "the failure is gone from the statuses"
+    );
+    let (status, good_log) = worker.stop();
+    assert!(status.success(), "{good_log}");
+    // Exactly COUNT: nothing was delivered under the bad settings, and nothing lost since.
+    let records = consume(&topic, COUNT + 1, Duration::from_secs(10));
+    assert_eq!(records.len(), COUNT, "records in {topic}");
+    assert_eq!(
+        lines(&out.join("out.txt")).len(),
+        COUNT,
+        "no line written twice"
+    );
+    for secret in secrets {
+        assert!(
+            !bad_log.contains(secret) && !good_log.contains(secret),
+            "a secret reached the log"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scram_over_sasl_ssl_a_wrong_password_says_so_and_the_fixed_config_loses_nothing() {
+    let env = kafka::secured();
+    let tls = PathBuf::from(&env["TLS_DIR"]);
+    let settings = |password: &str| -> Vec<(&'static str, String)> {
+        vec![
+            ("bootstrap.servers", env["SASL_SSL"].clone()),
+            ("security.protocol", "SASL_SSL".into()),
+            ("sasl.mechanism", "SCRAM-SHA-512".into()),
+            (
+                "sasl.jaas.config",
+                format!(
+                    r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="{}" password="{password}";"#,
+                    env["SASL_USER"]
+                ),
+            ),
+            // A Java PKCS12 trust store made by keytool, as Kafka Connect users have them.
+            (
+                "ssl.truststore.location",
+                tls.join("truststore.p12").display().to_string(),
+            ),
+            ("ssl.truststore.type", "PKCS12".into()),
+            (
+                "ssl.truststore.password",
+                env["TRUST_STORE_PASSWORD"].clone(),
+            ),
+        ]
+    };
+    let expected = format!(
+        "authentication failed for user {} (SCRAM-SHA-512)",
+        env["SASL_USER"]
+    );
+    fails_clearly_then_recovers(
+        "scram",
+        settings("not-the-password"),
+        settings(&env["SASL_PASSWORD"]),
+        &expected,
+        &["not-the-password", &env["SASL_PASSWORD"]],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mutual_tls_an_untrusted_ca_says_so_and_the_fixed_config_loses_nothing() {
+    let env = kafka::secured();
+    let tls = PathBuf::from(&env["TLS_DIR"]);
+    let settings = |ca: &str| -> Vec<(&'static str, String)> {
+        vec![
+            ("bootstrap.servers", env["SSL"].clone()),
+            ("security.protocol", "SSL".into()),
+            // PEM, found by its content (Java's default type would be JKS).
+            (
+                "ssl.truststore.location",
+                tls.join(ca).display().to_string(),
+            ),
+            (
+                "ssl.keystore.location",
+                tls.join("client-keystore.p12").display().to_string(),
+            ),
+            ("ssl.keystore.type", "PKCS12".into()),
+            (
+                "ssl.keystore.password",
+                env["CLIENT_STORE_PASSWORD"].clone(),
+            ),
+        ]
+    };
+    fails_clearly_then_recovers(
+        "mtls",
+        settings("other-ca.pem"),
+        settings("ca.pem"),
+        "certificate not trusted",
+        &[&env["CLIENT_STORE_PASSWORD"]],
+    )
+    .await;
+}
+
+/// Run `COUNT` records from datagen through a topic into file-sink over a worker with
+/// `settings`, and check they all arrive.
+async fn pipeline_completes(name: &str, settings: &[(String, String)]) {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &["datagen", "file-sink"], &[]);
+    let topic = unique_topic(name);
+    create_topic(&topic, 1).await;
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let mut all: Vec<(&str, String)> = settings
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    all.push(("plugin.path", plugins.display().to_string()));
+    let mut worker = Worker::start(dir.path(), &all, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    create_pipeline(&url, &topic, &out).await;
+    let done = eventually(Duration::from_secs(120), || written(&out).len() == COUNT);
+    assert!(
+        done,
+        "{} of {COUNT} records reached the sink: {}\n{}",
+        written(&out).len(),
+        block(get(&url, "/connectors/sink/status")),
+        worker.log_text()
+    );
+    let (status, log) = worker.stop();
+    assert!(status.success(), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mutual_tls_with_pem_stores_written_the_kafka_connect_way() {
+    // Kafka Connect's habit: the security keys at the top for the worker's own clients, and
+    // repeated under producer. and consumer. for the tasks' clients. Both are read.
+    let env = kafka::secured();
+    let tls = PathBuf::from(&env["TLS_DIR"]);
+    let ca = tls.join("ca.pem").display().to_string();
+    let keystore = tls.join("client-keystore.pem").display().to_string();
+    let security = [
+        ("security.protocol", "SSL"),
+        ("ssl.truststore.type", "PEM"),
+        ("ssl.truststore.location", &ca),
+        ("ssl.keystore.type", "PEM"),
+        ("ssl.keystore.location", &keystore),
+    ];
+    let mut settings = vec![("bootstrap.servers".to_owned(), env["SSL"].clone())];
+    for prefix in ["", "producer.", "consumer."] {
+        for (key, value) in security {
+            settings.push((format!("{prefix}{key}"), value.to_owned()));
+        }
+    }
+    pipeline_completes("mtls-pem", &settings).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn oauthbearer_for_the_worker_and_plain_for_the_consumer_alone() {
+    // The worker-level keys reach every client; consumer.-prefixed ones override them for the
+    // sink's consumer only. Both mechanisms on the broker's SASL_PLAINTEXT listener.
+    let env = kafka::secured();
+    let settings = [
+        ("bootstrap.servers", env["SASL_PLAINTEXT"].clone()),
+        ("security.protocol", "SASL_PLAINTEXT".into()),
+        ("sasl.mechanism", "OAUTHBEARER".into()),
+        (
+            "sasl.jaas.config",
+            r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="connect";"#.into(),
+        ),
+        ("consumer.sasl.mechanism", "PLAIN".into()),
+        (
+            "consumer.sasl.jaas.config",
+            format!(
+                r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="{}" password="{}";"#,
+                env["SASL_USER"], env["SASL_PASSWORD"]
+            ),
+        ),
+    ]
+    .map(|(k, v)| (k.to_owned(), v));
+    pipeline_completes("oauth-plain", &settings).await;
+}
+
+/// The codec the broker stored `topic`'s first batches with, per its DumpLogSegments tool.
+fn stored_codecs(env: &BTreeMap<String, String>, topic: &str) -> BTreeSet<String> {
+    let segment = Path::new(&env["LOG_DIR"])
+        .join(format!("{topic}-0"))
+        .join("00000000000000000000.log");
+    let output = Command::new("java")
+        .args(["-Xmx256m", "-cp"])
+        .arg(format!("{}/*", env["KAFKA_LIBS"]))
+        .args(["org.apache.kafka.tools.DumpLogSegments", "--files"])
+        .arg(&segment)
+        .output()
+        .expect("run DumpLogSegments");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "DumpLogSegments failed: {text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .filter(|w| w[0] == "compresscodec:")
+        .map(|w| w[1].to_ascii_lowercase())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_compression_type_is_written_and_read_back() {
+    let env = kafka::secured();
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &["datagen"], &[]);
+    let codecs = ["gzip", "snappy", "lz4", "zstd"];
+    let mut topics = BTreeMap::new();
+    for codec in codecs {
+        let topic = unique_topic(&format!("compressed-{codec}"));
+        create_topic(&topic, 1).await;
+        topics.insert(codec, topic);
+    }
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    for (codec, topic) in &topics {
+        let config = json!({"connector.class": "datagen", "topic": topic, "count": "500",
+            "value.size": "300", "value.converter": "string",
+            "producer.override.compression.type": codec});
+        assert_eq!(
+            create(&url, &format!("source-{codec}"), config).await,
+            StatusCode::CREATED
+        );
+    }
+    for (codec, topic) in &topics {
+        let records = consume(topic, 500, Duration::from_secs(60));
+        assert_eq!(records.len(), 500, "{codec}: {}", worker.log_text());
+        assert!(
+            records
+                .iter()
+                .all(|r| r.value.as_ref().is_some_and(|v| v.len() >= 300)),
+            "{codec}: the values read back whole"
+        );
+        let stored = stored_codecs(&env, topic);
+        assert_eq!(
+            stored,
+            BTreeSet::from([codec.to_string()]),
+            "{codec}: the broker stored the batches with the producer's codec"
+        );
+    }
+    let (status, log) = worker.stop();
+    assert!(status.success(), "{log}");
+}
+
+/// Every file under `dir` that holds `needle`.
+fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if std::fs::read(&path)
+                .is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_provider_secrets_reach_the_plugin_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &[], &["misbehave"]);
+    let secrets = dir.path().join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    let stamp = uuid::Uuid::new_v4().simple().to_string();
+    let file_secret = format!("file-secret-{stamp}");
+    let dir_secret = format!("directory-secret-{stamp}");
+    let env_secret = format!("env-secret-{stamp}");
+    let props = secrets.join("db.properties");
+    std::fs::write(&props, format!("password={file_secret}\n")).unwrap();
+    std::fs::write(secrets.join("token"), &dir_secret).unwrap();
+    let placeholders = [
+        (
+            "file",
+            format!("${{file:{}:password}}", props.display()),
+            file_secret.clone(),
+        ),
+        (
+            "directory",
+            format!("${{directory:{}:token}}", secrets.display()),
+            dir_secret.clone(),
+        ),
+        (
+            "env",
+            "${env:WASM_CONNECT_TEST_SECRET}".to_owned(),
+            env_secret.clone(),
+        ),
+    ];
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+        ("offset.flush.interval.ms", "200".to_owned()),
+        ("config.providers", "file,directory,env".to_owned()),
+        (
+            "config.providers.file.class",
+            "org.apache.kafka.common.config.provider.FileConfigProvider".to_owned(),
+        ),
+        (
+            "config.providers.directory.class",
+            "org.apache.kafka.common.config.provider.DirectoryConfigProvider".to_owned(),
+        ),
+        (
+            "config.providers.env.class",
+            "org.apache.kafka.common.config.provider.EnvVarConfigProvider".to_owned(),
+        ),
+        (
+            "config.providers.env.param.allowlist.pattern",
+            "WASM_CONNECT_TEST_.*".to_owned(),
+        ),
+    ];
+    let mut worker = Worker::start_with_env(
+        dir.path(),
+        &settings,
+        &[],
+        &[("WASM_CONNECT_TEST_SECRET", env_secret.as_str())],
+    );
+    let url = worker.rest_url(Duration::from_secs(120));
+    let client = reqwest::Client::new();
+    let mut topics = BTreeMap::new();
+    for (provider, placeholder, _) in &placeholders {
+        let topic = unique_topic(&format!("secret-{provider}"));
+        create_topic(&topic, 1).await;
+        let config = json!({"connector.class": "misbehave", "mode": "echo-secret",
+            "topic": topic, "secret": placeholder, "value.converter": "string",
+            "task.restart.max.attempts": "0"});
+        assert_eq!(
+            create(&url, provider, config.clone()).await,
+            StatusCode::CREATED
+        );
+        // Validation sees the resolved config too, and says nothing of it.
+        let mut validate = config;
+        validate["name"] = json!(provider);
+        let answer = client
+            .put(format!("{url}/connector-plugins/misbehave/config/validate"))
+            .json(&validate)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        topics.insert(*provider, (topic, answer));
+    }
+    for (provider, placeholder, secret) in &placeholders {
+        let (topic, validated) = &topics[provider];
+        // The plugin got the value: it wrote it as a record.
+        let records = consume(topic, 1, Duration::from_secs(60));
+        assert_eq!(
+            records.first().map(|r| r.text()),
+            Some(secret.clone()),
+            "{provider}: {}",
+            worker.log_text()
+        );
+        let failed = wasm_connect_tests::rest::wait_for_state(
+            &url,
+            provider,
+            "FAILED",
+            Duration::from_secs(60),
+        );
+        let trace = failed["trace"].as_str().unwrap_or_default();
+        assert!(
+            trace.contains("cannot log in with [redacted]"),
+            "{provider}: the plugin's error is redacted: {failed}"
+        );
+        let config = get(&url, &format!("/connectors/{provider}/config")).await;
+        assert_eq!(config["secret"], json!(placeholder), "{provider}: {config}");
+        let tasks = get(&url, &format!("/connectors/{provider}/tasks")).await;
+        assert_eq!(
+            tasks[0]["config"]["secret"],
+            json!(placeholder),
+            "{provider}: {tasks}"
+        );
+        let mut shown = vec![
+            validated.clone(),
+            failed.to_string(),
+            config.to_string(),
+            tasks.to_string(),
+        ];
+        for path in [
+            format!("/connectors/{provider}"),
+            "/connectors?expand=info&expand=status".to_owned(),
+        ] {
+            shown.push(get(&url, &path).await.to_string());
+        }
+        for text in &shown {
+            assert!(!text.contains(secret.as_str()), "{provider}: shown: {text}");
+        }
+    }
+    let log = worker.log_text();
+    for stream in [
+        "the secret is [redacted]",
+        "stdout: the secret is [redacted]",
+        "stderr: the secret is [redacted]",
+    ] {
+        assert!(
+            log.contains(stream),
+            "the plugin's lines are logged, redacted: {stream}\n{log}"
+        );
+    }
+
+    // A rotated secret: the next start of the task reads it again.
+    let rotated = format!("rotated-secret-{stamp}");
+    std::fs::write(&props, format!("password={rotated}\n")).unwrap();
+    let restart = client
+        .post(format!("{url}/connectors/file/restart?includeTasks=true"))
+        .send()
+        .await
+        .unwrap();
+    assert!(restart.status().is_success(), "{}", restart.status());
+    let records = consume(&topics["file"].0, 2, Duration::from_secs(60));
+    assert_eq!(
+        records.get(1).map(|r| r.text()),
+        Some(rotated.clone()),
+        "the restarted task read the rotated secret: {}",
+        worker.log_text()
+    );
+    let (_, log) = worker.stop();
+    for (_, _, secret) in &placeholders {
+        assert!(!log.contains(secret.as_str()), "a secret reached the log");
+        let holding = files_holding(&dir.path().join("data"), secret);
+        assert!(holding.is_empty(), "state files hold a secret: {holding:?}");
+    }
+    assert!(
+        !log.contains(rotated.as_str()),
+        "the rotated secret reached the log"
+    );
+}
