@@ -45,8 +45,8 @@ impl Drop for RestartBroker {
     }
 }
 
-/// Whether every task and connector status carries the outage trace, `/health` says degraded
-/// and `/health/ready` answers 503.
+/// Whether every task and connector status carries the outage trace, `/health/ready` answers
+/// 503 saying degraded and why, and `/health` (liveness, KIP-1017) stays healthy.
 async fn degraded_everywhere(url: &str) -> bool {
     let mut all = true;
     for name in ["source", "sink"] {
@@ -59,14 +59,17 @@ async fn degraded_everywhere(url: &str) -> bool {
         all &= status["tasks"][0]["state"] == "RUNNING";
     }
     let health = get(url, "/health").await;
-    let ready = reqwest::get(format!("{url}/health/ready"))
-        .await
-        .map(|r| r.status());
-    all && health["status"] == "degraded"
-        && health["message"]
+    let Ok(ready) = reqwest::get(format!("{url}/health/ready")).await else {
+        return false;
+    };
+    let ready_status = ready.status();
+    let ready: Value = ready.json().await.unwrap_or(Value::Null);
+    all && health["status"] == "healthy"
+        && ready["status"] == "degraded"
+        && ready["message"]
             .as_str()
             .is_some_and(|m| m.contains("Kafka unreachable"))
-        && ready.ok() == Some(StatusCode::SERVICE_UNAVAILABLE)
+        && ready_status == StatusCode::SERVICE_UNAVAILABLE
 }
 
 /// Whether no status carries the outage trace, `/health` is healthy and `/health/ready` 200.
@@ -155,9 +158,9 @@ async fn a_broker_outage_pauses_the_pipeline_and_loses_nothing() {
     let degraded = eventually(Duration::from_secs(30), || block(degraded_everywhere(&url)));
     assert!(
         degraded,
-        "statuses and /health show the outage: {}\n{}",
+        "statuses and /health/ready show the outage: {}\n{}",
         block(get(&url, "/connectors/sink/status")),
-        block(get(&url, "/health"))
+        block(get(&url, "/health/ready"))
     );
     let health = reqwest::get(format!("{url}/health")).await.unwrap();
     assert_eq!(health.status(), StatusCode::OK, "liveness stays 200");

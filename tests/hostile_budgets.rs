@@ -538,6 +538,15 @@ async fn bad_plugin_files_delay_nothing_at_start_up() {
     assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
     let body: Value = ready.json().await.unwrap();
     assert_eq!(body["status"], "starting", "{body}");
+    // Liveness says starting too (KIP-1017: 503 until start-up is done).
+    let health = reqwest::get(format!("{url}/health")).await.unwrap();
+    assert_eq!(health.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = health.json().await.unwrap();
+    assert_eq!(
+        (body["status"].as_str(), body["message"].as_str()),
+        (Some("starting"), Some("Worker is still starting up.")),
+        "{body}"
+    );
     let stopping = Instant::now();
     let (_, log) = worker.stop();
     assert!(

@@ -542,6 +542,179 @@ async fn every_endpoint_over_http_with_its_error_cases() {
     assert!(status.success(), "{log}");
 }
 
+/// What clients written for Apache Kafka Connect send (Python's capitalised booleans, Debezium's
+/// trailing slashes, odd task ids, big bodies, names with control characters) is answered as
+/// Kafka Connect answers it, every error in its JSON body.
+#[tokio::test(flavor = "multi_thread")]
+async fn third_party_clients_are_answered_as_kafka_connect_answers_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique_topic("compat");
+    create_topic(&topic, 1).await;
+    let mut settings = worker_settings();
+    settings.push(("rest.request.max.bytes", "4096".to_owned()));
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let api = Api::new(worker.rest_url(Duration::from_secs(120)));
+    let http = reqwest::Client::new();
+
+    // GET / names the commit the worker was built from.
+    let (_, root) = api.call(Method::GET, "/", None).await;
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=16", "HEAD"])
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    assert_eq!(root["commit"].as_str(), Some(head.as_str()), "{root}");
+
+    // POST with a trailing slash creates, and the 201 says where the connector is.
+    let config = json!({"connector.class": "datagen", "topic": topic, "count": "10",
+        "value.converter": "string"});
+    let created = http
+        .post(format!("{}/connectors/", api.base))
+        .json(&json!({"name": "compat", "config": config}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    assert_eq!(
+        created.headers()["location"].to_str().unwrap(),
+        format!("{}/connectors/compat", api.base)
+    );
+    let (status, info) = api.call(Method::GET, "/connectors/compat/", None).await;
+    assert_eq!(
+        (status, info["name"].as_str()),
+        (StatusCode::OK, Some("compat"))
+    );
+    // PUT .../config creates with a Location (the name percent-encoded), then updates without.
+    let put = |name: &'static str| {
+        http.put(format!("{}/connectors/{name}/config", api.base))
+            .json(&config)
+            .send()
+    };
+    let first = put("two%20words").await.unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    assert_eq!(
+        first.headers()["location"].to_str().unwrap(),
+        format!("{}/connectors/two%20words", api.base)
+    );
+    let again = put("two%20words").await.unwrap();
+    assert_eq!(again.status(), StatusCode::OK);
+    assert!(again.headers().get("location").is_none());
+
+    // Booleans in query strings are read as Java reads them: never a rejection.
+    let (status, body) = api
+        .call(
+            Method::POST,
+            "/connectors/compat/restart?includeTasks=True&onlyFailed=False",
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["name"], "compat", "{body}");
+    // Kafka Connect's restart plan: what is restarted says so.
+    assert_eq!(body["connector"]["state"], "RESTARTING", "{body}");
+    assert_eq!(body["tasks"][0]["state"], "RESTARTING", "{body}");
+    let (status, _) = api
+        .call(
+            Method::POST,
+            "/connectors/compat/restart?includeTasks=FALSE&onlyFailed=nope",
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, plugins) = api
+        .call(Method::GET, "/connector-plugins?connectorsOnly=False", None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        plugins
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["type"] == "converter"),
+        "{plugins}"
+    );
+    let (_, plugins) = api
+        .call(Method::GET, "/connector-plugins?connectorsOnly=TRUE", None)
+        .await;
+    assert!(
+        !plugins
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["type"] == "converter"),
+        "{plugins}"
+    );
+
+    // Task ids that name no task are 404s.
+    for task in ["-1", "x", "99"] {
+        let (status, body) = api
+            .call(
+                Method::GET,
+                &format!("/connectors/compat/tasks/{task}/status"),
+                None,
+            )
+            .await;
+        assert_error(status, &body, StatusCode::NOT_FOUND, "");
+    }
+
+    // A body over rest.request.max.bytes: 413, in Connect's error body.
+    let mut big = config.clone();
+    big["padding"] = json!("x".repeat(5000));
+    let (status, body) = api
+        .call(Method::PUT, "/connectors/compat/config", Some(big))
+        .await;
+    assert_error(
+        status,
+        &body,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "rest.request.max.bytes",
+    );
+
+    // Control characters in a name would let a caller forge log lines: refused.
+    let (status, body) = api
+        .call(
+            Method::POST,
+            "/connectors",
+            Some(json!({"name": "forged\nERROR line", "config": config})),
+        )
+        .await;
+    assert_error(status, &body, StatusCode::BAD_REQUEST, "control characters");
+    let (status, body) = api
+        .call(
+            Method::PUT,
+            "/connectors/tab%09name/config",
+            Some(config.clone()),
+        )
+        .await;
+    assert_error(status, &body, StatusCode::BAD_REQUEST, "control characters");
+    assert_eq!(
+        api.call(Method::GET, "/connectors", None).await.1,
+        json!(["compat", "two words"])
+    );
+
+    // The framework's own rejections carry the JSON body too: a path that is not UTF-8, an
+    // unknown method, a body that is not JSON.
+    let (status, body) = api.call(Method::GET, "/connectors/%FF/status", None).await;
+    assert_eq!(body["error_code"], status.as_u16(), "{status} {body}");
+    assert!(status.is_client_error(), "{status}");
+    let (status, body) = api.call(Method::PATCH, "/connectors", None).await;
+    assert_error(status, &body, StatusCode::METHOD_NOT_ALLOWED, "");
+    let response = http
+        .post(format!("{}/connectors", api.base))
+        .body("name=x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error_code"], 415, "{body}");
+
+    let (status, log) = worker.stop();
+    assert!(status.success(), "{log}");
+    assert!(!log.contains("forged\nERROR"), "no forged line");
+}
+
 /// Datagen seqs of task 0 seen in `topic`.
 fn seqs(topic: &str, at_least: usize) -> Vec<u64> {
     consume(topic, at_least, Duration::from_secs(10))
@@ -829,7 +1002,7 @@ async fn authentication_is_enforced_and_required_off_loopback() {
     let (status, log) = Worker::start(other.path(), &open, &[]).wait(Duration::from_secs(60));
     assert!(!status.success());
     assert!(
-        log.contains("refusing to serve the REST API on 0.0.0.0:0 without authentication"),
+        log.contains("refusing to serve the REST API on http://0.0.0.0:0 without authentication"),
         "{log}"
     );
 }

@@ -538,3 +538,206 @@ async fn config_provider_secrets_reach_the_plugin_and_nothing_else() {
         "the rotated secret reached the log"
     );
 }
+
+/// The worker's REST URLs, in `listeners` order, once it runs.
+fn rest_urls(worker: &mut Worker) -> Vec<String> {
+    worker
+        .rest_url(Duration::from_secs(120))
+        .split(" and ")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// An HTTPS client that trusts only the CA in `ca_pem` (and presents `identity`, if given).
+fn https_client(ca_pem: &Path, identity: Option<&Path>) -> reqwest::Client {
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(ca_pem).unwrap()).unwrap();
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(ca);
+    if let Some(pem) = identity {
+        builder =
+            builder.identity(reqwest::Identity::from_pem(&std::fs::read(pem).unwrap()).unwrap());
+    }
+    builder.build().unwrap()
+}
+
+/// `https://localhost:PORT` for a listener URL (the test certificate names localhost).
+fn on_localhost(url: &str) -> String {
+    let port = url.rsplit(':').next().unwrap();
+    format!("https://localhost:{port}")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn https_beside_http_with_a_verified_certificate_and_health_open_to_probes() {
+    let env = kafka::secured();
+    let tls = PathBuf::from(&env["TLS_DIR"]);
+    let dir = tempfile::tempdir().unwrap();
+    let token = format!("token-{}", uuid::Uuid::new_v4().simple());
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("{token}\n")).unwrap();
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        // HTTPS on every interface: allowed, because callers must authenticate.
+        (
+            "listeners",
+            "http://127.0.0.1:0, https://0.0.0.0:0".to_owned(),
+        ),
+        (
+            "listeners.https.ssl.keystore.location",
+            tls.join("broker-keystore.pem").display().to_string(),
+        ),
+        ("listeners.https.ssl.keystore.type", "PEM".to_owned()),
+        ("rest.auth.token.file", tokens.display().to_string()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let urls = rest_urls(&mut worker);
+    assert_eq!(urls.len(), 2, "{urls:?}");
+    assert!(urls[0].starts_with("http://127.0.0.1:"), "{urls:?}");
+    assert!(urls[1].starts_with("https://0.0.0.0:"), "{urls:?}");
+    let https = on_localhost(&urls[1]);
+    let client = https_client(&tls.join("ca.pem"), None);
+
+    // The certificate verifies against the test CA; the API answers over it.
+    let root = client
+        .get(format!("{https}/"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("HTTPS with the certificate verified");
+    assert_eq!(root.status(), StatusCode::OK);
+    let root: serde_json::Value = root.json().await.unwrap();
+    assert_eq!(root["version"], env!("CARGO_PKG_VERSION"), "{root}");
+    // A client that trusts another CA refuses the worker's certificate.
+    let stranger = https_client(&tls.join("other-ca.pem"), None);
+    let refused = stranger.get(format!("{https}/health")).send().await;
+    assert!(
+        refused.is_err(),
+        "a client trusting another CA must not connect: {refused:?}"
+    );
+
+    // Health answers without credentials on both listeners (Kubernetes probes send none);
+    // everything else still wants them.
+    for (client, base) in [
+        (&client, https.as_str()),
+        (&reqwest::Client::new(), urls[0].as_str()),
+    ] {
+        let health = client.get(format!("{base}/health")).send().await.unwrap();
+        assert_eq!(health.status(), StatusCode::OK, "{base}");
+        let body: serde_json::Value = health.json().await.unwrap();
+        assert_eq!(body["status"], "healthy", "{body}");
+        let anonymous = client
+            .get(format!("{base}/connectors"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED, "{base}");
+        let ready = client
+            .get(format!("{base}/health/ready"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            ready.status(),
+            StatusCode::UNAUTHORIZED,
+            "readiness says why; it needs credentials"
+        );
+        let authorised = client
+            .get(format!("{base}/connectors"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(authorised.status(), StatusCode::OK, "{base}");
+    }
+    // The command-line client over HTTPS, trusting the test CA.
+    let cli = Command::new(wasm_connect_tests::wasm_connect_bin())
+        .args(["connectors", "list", "--json", "--url", &https, "--cacert"])
+        .arg(tls.join("ca.pem"))
+        .env("WASM_CONNECT_REST_TOKEN", &token)
+        .output()
+        .unwrap();
+    assert!(
+        cli.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&cli.stdout).trim(),
+        "{}",
+        "no connectors"
+    );
+    let (_, log) = worker.stop();
+    assert!(!log.contains(&token), "the token never reaches the log");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn https_with_required_client_certificates_and_a_listener_config_that_cannot_serve() {
+    let env = kafka::secured();
+    let tls = PathBuf::from(&env["TLS_DIR"]);
+    let dir = tempfile::tempdir().unwrap();
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("listeners", "https://127.0.0.1:0".to_owned()),
+        (
+            "listeners.https.ssl.keystore.location",
+            tls.join("broker-keystore.pem").display().to_string(),
+        ),
+        (
+            "listeners.https.ssl.truststore.location",
+            tls.join("truststore.p12").display().to_string(),
+        ),
+        ("listeners.https.ssl.truststore.type", "PKCS12".to_owned()),
+        (
+            "listeners.https.ssl.truststore.password",
+            env["TRUST_STORE_PASSWORD"].clone(),
+        ),
+        ("listeners.https.ssl.client.auth", "required".to_owned()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let https = on_localhost(&rest_urls(&mut worker)[0]);
+    // A client certificate signed by the trusted CA is the caller's credential.
+    let trusted = https_client(&tls.join("ca.pem"), Some(&tls.join("client-keystore.pem")));
+    let listed = trusted
+        .get(format!("{https}/connectors"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), StatusCode::OK);
+    // Without one, no request gets an answer.
+    let anonymous = https_client(&tls.join("ca.pem"), None);
+    let refused = anonymous.get(format!("{https}/connectors")).send().await;
+    assert!(
+        refused.is_err(),
+        "no client certificate, no connection: {refused:?}"
+    );
+    worker.stop();
+
+    // An HTTPS listener without a key store, and one whose store is JKS: the worker does not
+    // start, and says which key to fix and how.
+    for (extra, expected) in [
+        (
+            vec![],
+            "listeners.https.ssl.keystore.location: an https:// listener needs the server's key and certificate",
+        ),
+        (
+            vec![(
+                "listeners.https.ssl.keystore.location",
+                tls.join("truststore.jks").display().to_string(),
+            )],
+            "keytool -importkeystore",
+        ),
+    ] {
+        let bad = tempfile::tempdir().unwrap();
+        let mut settings = vec![
+            ("bootstrap.servers", kafka::bootstrap()),
+            ("listeners", "https://127.0.0.1:0".to_owned()),
+            ("listeners.https.ssl.client.auth", "none".to_owned()),
+        ];
+        settings.extend(extra);
+        let worker = Worker::start(bad.path(), &settings, &[]);
+        let (status, log) = worker.wait(Duration::from_secs(60));
+        assert!(!status.success(), "{log}");
+        assert!(log.contains(expected), "{expected:?} in:\n{log}");
+    }
+}

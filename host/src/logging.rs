@@ -59,7 +59,11 @@ pub fn loggers() -> BTreeMap<String, LoggerLevel> {
 
 /// The effective level of `name`: its own, else its nearest configured parent's, else root's.
 pub fn level_of(name: &str) -> Option<LoggerLevel> {
-    let all = loggers();
+    effective(&loggers(), name)
+}
+
+/// The level `name` has among `all`: its own, or its nearest configured parent's.
+fn effective(all: &BTreeMap<String, LoggerLevel>, name: &str) -> Option<LoggerLevel> {
     let mut candidate = name.to_owned();
     loop {
         if let Some(level) = all.get(&candidate) {
@@ -108,15 +112,16 @@ pub fn set_level(name: &str, level: &str) -> Result<Vec<String>, String> {
     let filter = EnvFilter::try_new(render(&levels))
         .map_err(|e| format!("invalid logger name {name:?}: {e}"))?;
     control.handle.reload(filter).map_err(|e| e.to_string())?;
-    *guard = levels.clone();
-    let mut affected: Vec<String> = levels
+    let before = std::mem::replace(&mut *guard, levels.clone());
+    // As Kafka Connect: the loggers (this one and those under it) whose level changed.
+    let level_in =
+        |all: &BTreeMap<String, LoggerLevel>, k: &str| effective(all, k).map(|l| l.level);
+    let affected: Vec<String> = levels
         .keys()
         .filter(|k| name == ROOT || *k == name || k.starts_with(&format!("{name}::")))
+        .filter(|k| level_in(&before, k) != level_in(&levels, k))
         .cloned()
         .collect();
-    if !affected.iter().any(|k| k == name) {
-        affected.push(name.to_owned());
-    }
     Ok(affected)
 }
 

@@ -41,6 +41,10 @@ pub struct Remote {
     /// Print the worker's JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
+    /// For an https:// URL: a PEM file of CA certificates to trust besides the system's (a
+    /// worker whose certificate a private CA signed).
+    #[arg(long, global = true, env = "WASM_CONNECT_CA_FILE")]
+    pub cacert: Option<PathBuf>,
 }
 
 /// `connectors` subcommands.
@@ -107,11 +111,20 @@ struct Client {
 }
 
 impl Client {
-    fn new(remote: Remote) -> Self {
-        Self {
-            http: reqwest::Client::new(),
-            remote,
+    fn new(remote: Remote) -> anyhow::Result<Self> {
+        // HTTPS with rustls: the system's CAs, and the --cacert file's.
+        let mut builder = reqwest::Client::builder().use_rustls_tls();
+        if let Some(path) = &remote.cacert {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("--cacert: cannot read {}", path.display()))?;
+            for cert in reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("--cacert: {} holds no PEM certificate", path.display()))?
+            {
+                builder = builder.add_root_certificate(cert);
+            }
         }
+        let http = builder.build().context("cannot set up the HTTP client")?;
+        Ok(Self { http, remote })
     }
 
     /// Send a request; a non-2xx answer is an error carrying the worker's message.
@@ -224,7 +237,7 @@ fn config_table(config: &Value) -> String {
 /// Run a `connectors` command.
 pub async fn connectors(command: ConnectorsCommand, remote: Remote) -> anyhow::Result<ExitCode> {
     use reqwest::Method;
-    let client = Client::new(remote);
+    let client = Client::new(remote)?;
     let c = |name: &str| format!("/connectors/{}", urlencode(name));
     match command {
         ConnectorsCommand::List => {
@@ -415,7 +428,7 @@ pub async fn connectors(command: ConnectorsCommand, remote: Remote) -> anyhow::R
 
 /// `plugins list --url`: the worker's plugins.
 pub async fn remote_plugins(remote: Remote) -> anyhow::Result<ExitCode> {
-    let client = Client::new(remote);
+    let client = Client::new(remote)?;
     let value = client
         .call(reqwest::Method::GET, "/connector-plugins", None)
         .await?;

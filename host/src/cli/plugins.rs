@@ -65,6 +65,7 @@ pub(super) async fn run(
                 token,
                 user: None,
                 json,
+                cacert: std::env::var_os("WASM_CONNECT_CA_FILE").map(Into::into),
             })
             .await
         }

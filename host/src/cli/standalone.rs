@@ -9,7 +9,7 @@ use clap::Args;
 
 use crate::config::{ConnectorConfig, WorkerConfig};
 use crate::herder::{Herder, report_progress};
-use crate::rest::{self, RestConfig};
+use crate::rest;
 
 /// Arguments of `standalone`.
 #[derive(Debug, Args)]
@@ -25,12 +25,7 @@ pub struct StandaloneArgs {
 
 pub(super) async fn run(args: StandaloneArgs) -> anyhow::Result<ExitCode> {
     let worker = WorkerConfig::from_file(&args.worker_config).map_err(anyhow::Error::msg)?;
-    let rest = RestConfig::from_worker(
-        &worker.listeners,
-        worker.rest_token_file.as_deref(),
-        worker.rest_basic_file.as_deref(),
-    )
-    .map_err(|e| anyhow::anyhow!("{}: {e}", args.worker_config.display()))?;
+    let rest = worker.rest.clone();
     // Read every connector file before starting anything, so a typo fails fast.
     let connectors = args
         .connector_configs
@@ -49,10 +44,15 @@ pub(super) async fn run(args: StandaloneArgs) -> anyhow::Result<ExitCode> {
         }
     };
     // REST answers while the plugins load; changes wait for the load.
-    let (address, server) = rest::serve(herder.clone(), rest)
+    let servers = rest::serve(herder.clone(), rest)
         .await
         .map_err(anyhow::Error::msg)?;
-    println!("REST API listening at http://{address}; loading plugins...");
+    let urls = servers
+        .iter()
+        .map(|s| s.url.as_str())
+        .collect::<Vec<_>>()
+        .join(" and ");
+    println!("REST API listening at {urls}; loading plugins...");
     let loaded = async {
         herder.load().await.map_err(anyhow::Error::msg)?;
         // Files on the command line are (re)applied over what an earlier run stored.
@@ -72,7 +72,7 @@ pub(super) async fn run(args: StandaloneArgs) -> anyhow::Result<ExitCode> {
     };
     if !interrupted {
         println!(
-            "wasm-connect is running (Kafka at {}, REST API at http://{address}, data in {}). Press Ctrl-C to stop.",
+            "wasm-connect is running (Kafka at {}, REST API at {urls}, data in {}). Press Ctrl-C to stop.",
             herder.bootstrap(),
             herder.data_dir().display()
         );
@@ -86,7 +86,9 @@ pub(super) async fn run(args: StandaloneArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = progress {
         p.abort();
     }
-    server.abort();
+    for server in &servers {
+        server.task.abort();
+    }
     let mut failed = 0;
     for (name, done, failed_tasks) in herder.shutdown().await {
         failed += failed_tasks;

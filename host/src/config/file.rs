@@ -9,6 +9,15 @@ use super::properties;
 /// Flat configuration pairs, in file order.
 pub type Pairs = Vec<(String, String)>;
 
+/// Pairs from string literals, for unit tests.
+#[cfg(test)]
+pub(crate) fn pairs_of(items: &[(&str, &str)]) -> Pairs {
+    items
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
 /// Read `path`, choosing the format by extension. Errors name the file and what is wrong.
 pub fn read(path: &Path) -> Result<Pairs, String> {
     let text = std::fs::read_to_string(path)

@@ -534,7 +534,14 @@ pub const KEYS: &[Key] = &[
         name: "listeners",
         kind: Kind::Text,
         default: KeyDefault::Value("http://127.0.0.1:8083"),
-        doc: "Where the REST API listens.",
+        doc: "Where the REST API listens: http://host:port and/or https://host:port, comma-separated (HTTPS takes listeners.https.ssl.*).",
+        scope: Scope::Worker,
+    },
+    Key {
+        name: "rest.request.max.bytes",
+        kind: Kind::AtLeast(1024),
+        default: KeyDefault::Value("2097152"),
+        doc: "The largest request body the REST API reads; larger ones are answered 413.",
         scope: Scope::Worker,
     },
     Key {

@@ -248,13 +248,12 @@ impl Providers {
             | Provider::Directory {
                 allowed: Some(list),
             } = &provider
+                && let Some(relative) = list.iter().find(|p| !p.is_absolute())
             {
-                if let Some(relative) = list.iter().find(|p| !p.is_absolute()) {
-                    problems.push(Problem::new(
-                        format!("{PROVIDERS}.{name}.param.allowed.paths"),
-                        format!("{} is not an absolute path", relative.display()),
-                    ));
-                }
+                problems.push(Problem::new(
+                    format!("{PROVIDERS}.{name}.param.allowed.paths"),
+                    format!("{} is not an absolute path", relative.display()),
+                ));
             }
             by_name.insert((*name).to_owned(), provider);
         }
@@ -429,12 +428,7 @@ fn lookup(
 mod tests {
     use super::*;
 
-    fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-        items
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::config::file::pairs_of as pairs;
 
     #[test]
     fn file_directory_and_env_placeholders_resolve_and_restore() {

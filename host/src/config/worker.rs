@@ -42,10 +42,8 @@ pub struct WorkerConfig {
     pub worker_id: String,
     /// Restart policy defaults for failed tasks.
     pub restart: crate::worker::RestartPolicy,
-    /// The REST listener, `http://IP:PORT`.
-    pub listeners: String,
-    pub rest_token_file: Option<String>,
-    pub rest_basic_file: Option<String>,
+    /// The REST API's listeners (HTTP and HTTPS), credentials and body limit.
+    pub rest: crate::rest::RestConfig,
     /// The Kafka clients' settings: the security keys every client takes, `producer.*`,
     /// `consumer.*` and `admin.*` over them, in librdkafka's terms; and what connectors may
     /// override.
@@ -87,6 +85,7 @@ impl WorkerConfig {
                 || CLIENT_PREFIXES.iter().any(|p| key.starts_with(p))
                 || clients::is_common_key(key)
                 || key.starts_with("config.providers.")
+                || key.starts_with(crate::rest::tls::PREFIX)
                 || key.starts_with("key.converter.")
                 || key.starts_with("value.converter.");
             if !known {
@@ -101,6 +100,7 @@ impl WorkerConfig {
             problems.extend(p);
             ClientSettings::default()
         });
+        let rest = crate::rest::RestConfig::from_pairs(pairs).map_err(|p| problems.extend(p));
         // Keys without a fixed default in the key table pass theirs; the table's kind says what
         // each takes.
         let mut number_or = |key: &str, default: u64| -> u64 {
@@ -202,6 +202,10 @@ impl WorkerConfig {
         if !problems.is_empty() {
             return Err(problems);
         }
+        // Problems were reported above.
+        let Ok(rest) = rest else {
+            return Err(problems);
+        };
         Ok(Self {
             bootstrap_servers,
             plugin_path: PathBuf::from(get("plugin.path").unwrap_or("dist/plugins")),
@@ -227,11 +231,7 @@ impl WorkerConfig {
                 .map(str::to_owned)
                 .unwrap_or_else(default_worker_id),
             restart,
-            listeners: get("listeners")
-                .unwrap_or("http://127.0.0.1:8083")
-                .to_owned(),
-            rest_token_file: get("rest.auth.token.file").map(str::to_owned),
-            rest_basic_file: get("rest.auth.basic.file").map(str::to_owned),
+            rest,
             clients,
             providers,
         })

@@ -291,6 +291,7 @@ impl Actor {
                 }
             }
             Err(e) if e.is_retriable() => {
+                let e = self.redact(&e.to_string());
                 tracing::warn!(connector = %self.name, "the connector's monitor failed: {e}; calling it again in {interval:?}");
                 self.monitor_at = Some(tokio::time::Instant::now() + interval);
             }
@@ -574,7 +575,9 @@ impl Actor {
         only_failed: bool,
     ) -> Result<ConnectorStatus, HerderError> {
         let connector_failed = self.failure.is_some() || self.retrying.is_some();
-        if !only_failed || connector_failed {
+        let restart_connector = !only_failed || connector_failed;
+        let mut restarted_tasks = Vec::new();
+        if restart_connector {
             match prepare(&self.shared, &self.config, Arc::clone(&self.reconfigure)).await {
                 Ok((prepared, mut instance)) => {
                     // A new split that does not fit is refused; what runs keeps running.
@@ -632,12 +635,24 @@ impl Actor {
                     continue;
                 }
                 self.restart_one(id).await;
+                restarted_tasks.push(id);
             }
         } else if self.tasks.is_empty() && runnable {
             self.start_tasks();
         }
         self.publish();
-        Ok(status_of(&self.shared, &self.name, &self.view()))
+        // Kafka Connect answers with the restart plan: what is restarted says RESTARTING (its
+        // state moves on from there; the status endpoint shows where it is).
+        let mut status = status_of(&self.shared, &self.name, &self.view());
+        if restart_connector && self.failure.is_none() {
+            status.connector.state = "RESTARTING";
+        }
+        for task in &mut status.tasks {
+            if restarted_tasks.contains(&task.id) {
+                task.state.state = "RESTARTING";
+            }
+        }
+        Ok(status)
     }
 
     async fn restart_task(&mut self, id: u32) -> Result<(), HerderError> {
@@ -724,6 +739,7 @@ impl Actor {
 
     /// A retriable split failure: retry under the restart policy, or give up past it.
     fn split_failed(&mut self, error: String) {
+        let error = self.redact(&error);
         let Some(policy) = self.prepared.as_ref().map(|p| p.restart) else {
             return;
         };
@@ -753,7 +769,17 @@ impl Actor {
 
     /// The connector is FAILED: it runs no tasks (the caller has stopped them) and claims no
     /// capacity until restarted or given a new config.
+    /// `text` (a plugin's error, say) without the resolved secrets of the connector's config:
+    /// it is about to be shown in a status or the log.
+    fn redact(&self, text: &str) -> String {
+        match &self.prepared {
+            Some(p) => p.resolved.redact(text),
+            None => text.to_owned(),
+        }
+    }
+
     fn fail(&mut self, message: String) {
+        let message = self.redact(&message);
         tracing::error!(connector = %self.name, "connector failed: {message}");
         self.shared.capacity.release(&self.name);
         self.failure = Some(message);

@@ -38,6 +38,8 @@ pub(crate) enum Message {
     },
     /// The plugin directory changed: every connector checks whether its plugin did.
     PluginsChanged,
+    /// Answer at once: `GET /health` asks whether the loop takes requests.
+    Ping { reply: oneshot::Sender<()> },
     /// A command for one connector's actor; `NotFound` if there is no such connector.
     Connector { name: String, command: Command },
     /// Stop every connector's tasks (the stored state stays); replies each connector's records
@@ -162,6 +164,9 @@ impl ControlLoop {
                     }
                     None => self.spawn_actor(config, TargetState::Running, Origin::Created, reply),
                 },
+                Message::Ping { reply } => {
+                    let _ = reply.send(());
+                }
                 Message::PluginsChanged => {
                     for slot in self.slots.values().filter(|s| !s.deleting) {
                         let _ = slot.actor.commands.send(Command::PluginsChanged);
@@ -386,7 +391,8 @@ fn refuse_stopping(message: Message) {
             let _ = done.send(Err(stopping()));
         }
         Message::Gone { then, .. } => then(Ok(())),
-        Message::PluginsChanged => {}
+        // Unanswered: a stopping worker is not healthy.
+        Message::PluginsChanged | Message::Ping { .. } => {}
     }
 }
 

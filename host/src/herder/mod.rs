@@ -203,6 +203,14 @@ impl Herder {
             .unwrap_or_else(|_| Err("the worker is stopping".into()))
     }
 
+    /// Whether the control loop takes requests: `true` once it has answered a ping within
+    /// `timeout`. A loop stuck on something (or stopping) leaves the ping unanswered.
+    pub async fn answers_within(&self, timeout: std::time::Duration) -> bool {
+        let (reply, answered) = oneshot::channel();
+        self.send(Message::Ping { reply });
+        matches!(tokio::time::timeout(timeout, answered).await, Ok(Ok(())))
+    }
+
     /// Whether [`Herder::load`] has finished.
     pub fn is_started(&self) -> bool {
         *self.started.borrow()

@@ -375,12 +375,7 @@ where
 mod tests {
     use super::*;
 
-    fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-        items
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::config::file::pairs_of as pairs;
 
     fn get<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
         pairs

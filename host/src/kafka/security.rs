@@ -76,6 +76,24 @@ impl Translated {
 /// The security protocols, in Kafka's spelling.
 pub const PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
 
+/// Kafka's keys of a key store: this side's key and certificate chain.
+pub const KEY_STORE_KEYS: &[&str] = &[
+    "ssl.keystore.location",
+    "ssl.keystore.type",
+    "ssl.keystore.password",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.key.password",
+];
+
+/// Kafka's keys of a trust store: the CAs the other side's certificate must chain to.
+pub const TRUST_STORE_KEYS: &[&str] = &[
+    "ssl.truststore.location",
+    "ssl.truststore.type",
+    "ssl.truststore.password",
+    "ssl.truststore.certificates",
+];
+
 /// The SASL mechanisms librdkafka is built with here.
 pub const MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
 
@@ -295,12 +313,12 @@ fn mechanism<'a>(
             origin,
             "GSSAPI (Kerberos) is not supported by wasm-connect; use SCRAM-SHA-512, SCRAM-SHA-256, PLAIN over TLS, or OAUTHBEARER",
         )),
-        Some(m) if MECHANISMS.contains(&m.as_str()) => {
-            if uses_sasl {
-                out.pairs.push(("sasl.mechanism".to_owned(), m.clone()));
-                out.mechanism = Some(m);
-            }
+        Some(m) if MECHANISMS.contains(&m.as_str()) && uses_sasl => {
+            out.pairs.push(("sasl.mechanism".to_owned(), m.clone()));
+            out.mechanism = Some(m);
         }
+        // A known mechanism without SASL: a note says it does nothing.
+        Some(m) if MECHANISMS.contains(&m.as_str()) => {}
         Some(m) => problems.push(Problem::new(
             origin,
             format!("{m:?} is not one of {}", MECHANISMS.join(", ")),
@@ -794,12 +812,7 @@ fn trust_store<'a>(
     problems: &mut Vec<Problem>,
     handled: &mut Vec<&'a str>,
 ) {
-    let keys = [
-        "ssl.truststore.location",
-        "ssl.truststore.type",
-        "ssl.truststore.password",
-        "ssl.truststore.certificates",
-    ];
+    let keys = TRUST_STORE_KEYS;
     handled.extend(keys);
     if !keys.iter().any(|k| s.by_key.contains_key(k)) {
         return;
@@ -884,15 +897,7 @@ fn key_store<'a>(
     problems: &mut Vec<Problem>,
     handled: &mut Vec<&'a str>,
 ) {
-    let keys = [
-        "ssl.keystore.location",
-        "ssl.keystore.type",
-        "ssl.keystore.password",
-        "ssl.keystore.key",
-        "ssl.keystore.certificate.chain",
-        "ssl.key.password",
-    ];
-    handled.extend(keys);
+    handled.extend(KEY_STORE_KEYS);
     let mut push = |k: &str, v: &str| out.pairs.push((k.to_owned(), v.to_owned()));
     let key_password = s.raw("ssl.key.password");
     match (

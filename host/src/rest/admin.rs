@@ -1,42 +1,77 @@
-//! `GET /`, `GET /health` and the loggers endpoints.
+//! `GET /`, `GET /health`, `GET /health/ready` and the loggers endpoints.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::error::{ApiError, JsonBody};
 use crate::herder::Herder;
 use crate::logging;
 
+/// `GET /`: the worker's version and the commit it was built from (`build.rs`), and the Kafka
+/// cluster's id, Kafka Connect's shape.
 pub async fn root(State(herder): State<Arc<Herder>>) -> Json<Value> {
     let cluster = herder.kafka_cluster_id().await;
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
-        "commit": option_env!("WASM_CONNECT_COMMIT").unwrap_or("unknown"),
+        "commit": env!("WASM_CONNECT_COMMIT"),
         "kafka_cluster_id": cluster,
     }))
 }
 
-/// `GET /health`: liveness, Kafka Connect's shape. The worker itself is alive whenever it
-/// answers, so this is 200 even while Kafka is away (a liveness probe must not restart a worker
-/// that waits for its cluster); the body then says `degraded` and why.
-pub async fn health(State(herder): State<Arc<Herder>>) -> Json<Value> {
-    Json(health_body(
-        herder.is_started(),
-        herder.shared().health.outage(),
-    ))
+/// How long `GET /health` waits for the control loop (Kafka Connect's health check timeout).
+pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `GET /health`: liveness, as KIP-1017 defines it. `503 starting` until the plugins are loaded
+/// and the stored connectors restored; then `200 healthy` if the control loop answers within
+/// [`HEALTH_TIMEOUT`], else `500 unhealthy` (a worker that takes no requests: restart it). A
+/// Kafka outage is not a liveness failure (restarting the worker would not bring Kafka back);
+/// `/health/ready` reports it. Answers without credentials (see `auth::OPEN`).
+pub async fn health(State(herder): State<Arc<Herder>>) -> (StatusCode, Json<Value>) {
+    let started = herder.is_started();
+    liveness(started, herder.answers_within(HEALTH_TIMEOUT)).await
 }
 
-fn health_body(started: bool, outage: Option<crate::kafka::health::Outage>) -> Value {
+/// The health answer once whether start-up is done is known and `answers` says whether the
+/// control loop answered in time (asked only after start-up, as Kafka Connect does).
+async fn liveness(
+    started: bool,
+    answers: impl std::future::Future<Output = bool>,
+) -> (StatusCode, Json<Value>) {
+    if !started {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "starting", "message": STARTING})),
+        );
+    }
+    if answers.await {
+        (
+            StatusCode::OK,
+            Json(json!({"status": "healthy", "message": HEALTHY})),
+        )
+    } else {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(
+                json!({"status": "unhealthy", "message": "Worker was unable to handle this request and may be unable to handle other requests."}),
+            ),
+        )
+    }
+}
+
+const STARTING: &str = "Worker is still starting up.";
+const HEALTHY: &str = "Worker has completed startup and is ready to handle requests.";
+
+fn readiness_body(started: bool, outage: Option<crate::kafka::health::Outage>) -> Value {
     match outage {
         _ if !started => {
-            json!({"status": "starting", "message": "Worker is still starting up: loading plugins and restoring connectors."})
+            json!({"status": "starting", "message": format!("{STARTING} Loading plugins and restoring connectors.")})
         }
-        None => {
-            json!({"status": "healthy", "message": "Worker has completed startup and is ready to handle requests."})
-        }
+        None => json!({"status": "healthy", "message": HEALTHY}),
         Some(outage) => {
             json!({"status": "degraded", "message": format!("{}; connectors wait for it", outage.describe())})
         }
@@ -44,18 +79,18 @@ fn health_body(started: bool, outage: Option<crate::kafka::health::Outage>) -> V
 }
 
 /// `GET /health/ready`: readiness. 503 while the worker starts (plugins load, stored connectors
-/// come back) and while the Kafka cluster does not answer (nothing can move), 200 otherwise;
-/// same body as `/health`.
-pub async fn ready(State(herder): State<Arc<Herder>>) -> (axum::http::StatusCode, Json<Value>) {
+/// come back) and while the Kafka cluster does not answer (nothing can move; the body says
+/// `degraded` and why), 200 otherwise.
+pub async fn ready(State(herder): State<Arc<Herder>>) -> (StatusCode, Json<Value>) {
     // One reading for both, so code and body agree.
     let outage = herder.shared().health.outage();
     let started = herder.is_started();
     let degraded = outage.is_some() || !started;
-    let body = Json(health_body(started, outage));
+    let body = Json(readiness_body(started, outage));
     let code = if degraded {
-        axum::http::StatusCode::SERVICE_UNAVAILABLE
+        StatusCode::SERVICE_UNAVAILABLE
     } else {
-        axum::http::StatusCode::OK
+        StatusCode::OK
     };
     (code, body)
 }
@@ -103,5 +138,37 @@ impl Herder {
         .await
         .ok()
         .flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn liveness_has_kip_1017_s_three_answers() {
+        let (code, body) = liveness(false, async { true }).await;
+        assert_eq!(
+            (code, body["status"].as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, Some("starting"))
+        );
+        let (code, body) = liveness(true, async { true }).await;
+        assert_eq!(
+            (code, body["status"].as_str()),
+            (StatusCode::OK, Some("healthy"))
+        );
+        // A control loop that does not answer in time: what `Herder::answers_within` reports
+        // after its timeout.
+        let (code, body) = liveness(true, async { false }).await;
+        assert_eq!(
+            (code, body["status"].as_str()),
+            (StatusCode::INTERNAL_SERVER_ERROR, Some("unhealthy"))
+        );
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("Worker was unable to handle this request")
+        );
     }
 }

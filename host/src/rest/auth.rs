@@ -95,12 +95,45 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Middleware: 401 without credentials, 403 with wrong ones.
+/// What one listener's requests are checked against.
+#[derive(Debug, Clone)]
+pub struct Guard {
+    /// The worker's credentials (shared by every listener).
+    pub credentials: std::sync::Arc<Credentials>,
+    /// The listener verified a client certificate on every connection (HTTPS with
+    /// `ssl.client.auth=required`): that authenticates the caller when no credentials are set.
+    pub mutual_tls: bool,
+    /// `http` or `https`, for URLs the API gives back (`Location`).
+    pub scheme: &'static str,
+}
+
+/// Set on a request whose caller proved who it is (credentials or a client certificate), or
+/// that came from this machine to an API without credentials: handlers that answer without
+/// authentication (`/health`) say more to such callers.
+#[derive(Debug, Clone, Copy)]
+pub struct Trusted;
+
+/// The scheme the request came in with (`http` or `https`).
+#[derive(Debug, Clone, Copy)]
+pub struct Scheme(pub &'static str);
+
+/// Paths anyone may ask, so that probes (Kubernetes' liveness checks) need no credentials:
+/// they say only whether the worker is up.
+const OPEN: &[&str] = &["/health"];
+
+/// Middleware: 401 without credentials, 403 with wrong ones; [`OPEN`] paths pass either way.
 pub async fn require(
-    State(creds): State<std::sync::Arc<Credentials>>,
-    request: Request,
+    State(guard): State<std::sync::Arc<Guard>>,
+    mut request: Request,
     next: Next,
 ) -> Response {
+    request.extensions_mut().insert(Scheme(guard.scheme));
+    let open = OPEN.contains(&request.uri().path());
+    let creds = &guard.credentials;
+    if !creds.enabled() && guard.mutual_tls {
+        request.extensions_mut().insert(Trusted);
+        return next.run(request).await;
+    }
     if !creds.enabled() {
         // Without credentials the API is only for this machine: a Host header naming another
         // host is a DNS-rebinding page in a local browser, not a local client.
@@ -110,16 +143,24 @@ pub async fn require(
             .and_then(|h| h.to_str().ok())
             .unwrap_or("127.0.0.1");
         if !is_loopback_host(host) {
+            if open {
+                return next.run(request).await;
+            }
             return ApiError::new(
                 StatusCode::FORBIDDEN,
                 format!("Requests for host {host} are not accepted without authentication"),
             )
             .into_response();
         }
+        request.extensions_mut().insert(Trusted);
         return next.run(request).await;
     }
     match creds.accepts(request.headers()) {
-        Some(true) => next.run(request).await,
+        Some(true) => {
+            request.extensions_mut().insert(Trusted);
+            next.run(request).await
+        }
+        _ if open => next.run(request).await,
         Some(false) => {
             ApiError::new(StatusCode::FORBIDDEN, "The credentials are not valid").into_response()
         }

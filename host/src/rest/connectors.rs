@@ -3,13 +3,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Json;
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::auth::Scheme;
 use super::error::{ApiError, JsonBody};
 use crate::config::ConnectorConfig;
 use crate::config::connector::describe;
@@ -32,10 +34,55 @@ pub(super) fn config_pairs(object: &Map<String, Value>) -> Result<Vec<(String, S
         .collect()
 }
 
+/// A boolean query parameter read as Kafka Connect reads it (Java's `Boolean.valueOf`): `true`
+/// in any case is true, any other value false, absent the default. Never a rejection: Python
+/// clients send `True`.
+pub(super) fn query_flag(query: Option<&str>, name: &str, default: bool) -> bool {
+    url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .filter(|(k, _)| k == name)
+        .last()
+        .map_or(default, |(_, v)| v.eq_ignore_ascii_case("true"))
+}
+
+/// A connector name from a request: refused if empty or holding control characters (which
+/// would let a caller forge lines in the worker's log), as Kafka Connect does.
+fn check_name(name: &str) -> Result<(), ApiError> {
+    if name.trim().is_empty() {
+        return Err(ApiError::bad_request("Connector name is required"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            "Connector name cannot contain ISO control characters",
+        ));
+    }
+    Ok(())
+}
+
+/// The URL of connector `name` for a `Location` header: absolute, on the host and scheme the
+/// request came in with, the name percent-encoded as a path segment.
+fn location(headers: &HeaderMap, scheme: Option<&Scheme>, name: &str) -> Option<HeaderValue> {
+    let host = headers.get(header::HOST)?.to_str().ok()?;
+    let scheme = scheme.map_or("http", |s| s.0);
+    let encoded: String = url::form_urlencoded::byte_serialize(name.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20");
+    HeaderValue::from_str(&format!("{scheme}://{host}/connectors/{encoded}")).ok()
+}
+
+/// A 201 with the created connector's info and its `Location`.
+fn created(headers: &HeaderMap, scheme: Option<&Scheme>, name: &str, info: Value) -> Response {
+    let mut response = (StatusCode::CREATED, Json(info)).into_response();
+    if let Some(url) = location(headers, scheme, name) {
+        response.headers_mut().insert(header::LOCATION, url);
+    }
+    response
+}
+
 fn connector_config(
     name: &str,
     mut pairs: Vec<(String, String)>,
 ) -> Result<ConnectorConfig, ApiError> {
+    check_name(name)?;
     match pairs.iter().find(|(k, _)| k == "name") {
         Some((_, n)) if n != name => {
             return Err(ApiError::bad_request(format!(
@@ -49,17 +96,11 @@ fn connector_config(
         .map_err(|p| ApiError::bad_request(describe(&format!("connector {name}"), &p)))
 }
 
-pub async fn list(
-    State(herder): S,
-    query: axum::extract::RawQuery,
-) -> Result<Json<Value>, ApiError> {
+pub async fn list(State(herder): S, query: RawQuery) -> Result<Json<Value>, ApiError> {
     // `expand` may repeat (`?expand=status&expand=info`), which serde_urlencoded cannot read.
-    let expand: Vec<String> = query
-        .0
-        .unwrap_or_default()
-        .split('&')
-        .filter_map(|kv| kv.strip_prefix("expand="))
-        .map(str::to_owned)
+    let expand: Vec<String> = url::form_urlencoded::parse(query.0.unwrap_or_default().as_bytes())
+        .filter(|(k, _)| k == "expand")
+        .map(|(_, v)| v.into_owned())
         .collect();
     let names = herder.names().await;
     if expand.is_empty() {
@@ -95,6 +136,8 @@ pub struct CreateBody {
 
 pub async fn create(
     State(herder): S,
+    scheme: Option<Extension<Scheme>>,
+    headers: HeaderMap,
     JsonBody(body): JsonBody<CreateBody>,
 ) -> Result<Response, ApiError> {
     let config = body
@@ -128,7 +171,7 @@ pub async fn create(
     };
     let config = connector_config(&name, pairs)?;
     let info = herder.create(config, target).await?;
-    Ok((StatusCode::CREATED, Json(info)).into_response())
+    Ok(created(&headers, scheme.as_deref(), &name, json!(info)))
 }
 
 pub async fn info(State(herder): S, Path(name): Path<String>) -> Result<Json<Value>, ApiError> {
@@ -150,16 +193,17 @@ pub async fn get_config(
 pub async fn put_config(
     State(herder): S,
     Path(name): Path<String>,
+    scheme: Option<Extension<Scheme>>,
+    headers: HeaderMap,
     JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> Result<Response, ApiError> {
     let config = connector_config(&name, config_pairs(&body)?)?;
-    let (created, info) = herder.put_config(config).await?;
-    let status = if created {
-        StatusCode::CREATED
+    let (is_new, info) = herder.put_config(config).await?;
+    if is_new {
+        Ok(created(&headers, scheme.as_deref(), &name, json!(info)))
     } else {
-        StatusCode::OK
-    };
-    Ok((status, Json(info)).into_response())
+        Ok((StatusCode::OK, Json(info)).into_response())
+    }
 }
 
 pub async fn patch_config(
@@ -191,24 +235,16 @@ pub async fn status(State(herder): S, Path(name): Path<String>) -> Result<Json<V
     Ok(Json(json!(herder.status(&name).await?)))
 }
 
-#[derive(Deserialize)]
-pub struct RestartQuery {
-    #[serde(rename = "includeTasks", default)]
-    include_tasks: bool,
-    #[serde(rename = "onlyFailed", default)]
-    only_failed: bool,
-}
-
 pub async fn restart(
     State(herder): S,
     Path(name): Path<String>,
-    Query(query): Query<RestartQuery>,
+    RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let status = herder
-        .restart(&name, query.include_tasks, query.only_failed)
-        .await?;
+    let include_tasks = query_flag(query.as_deref(), "includeTasks", false);
+    let only_failed = query_flag(query.as_deref(), "onlyFailed", false);
+    let status = herder.restart(&name, include_tasks, only_failed).await?;
     // Kafka Connect: a plain connector restart answers 204, one that involves tasks 202 with the status.
-    if !query.include_tasks && !query.only_failed {
+    if !include_tasks && !only_failed {
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Ok((StatusCode::ACCEPTED, Json(status)).into_response())
@@ -234,9 +270,11 @@ pub async fn tasks(State(herder): S, Path(name): Path<String>) -> Result<Json<Va
     Ok(Json(json!(herder.tasks(&name).await?)))
 }
 
-fn task_id(raw: &str) -> Result<u32, ApiError> {
+/// A task id from the path. Anything that is not one (`-1`, `x`) names no task: 404, as in
+/// Kafka Connect.
+fn task_id(name: &str, raw: &str) -> Result<u32, ApiError> {
     raw.parse()
-        .map_err(|_| ApiError::bad_request(format!("task id {raw:?} is not a number")))
+        .map_err(|_| ApiError::not_found(format!("Task {name}-{raw} not found")))
 }
 
 pub async fn task_status(
@@ -244,7 +282,7 @@ pub async fn task_status(
     Path((name, task)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     Ok(Json(json!(
-        herder.task_status(&name, task_id(&task)?).await?
+        herder.task_status(&name, task_id(&name, &task)?).await?
     )))
 }
 
@@ -253,7 +291,7 @@ pub async fn task_metrics(
     Path((name, task)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     Ok(Json(json!(
-        herder.task_metrics(&name, task_id(&task)?).await?
+        herder.task_metrics(&name, task_id(&name, &task)?).await?
     )))
 }
 
@@ -261,7 +299,7 @@ pub async fn restart_task(
     State(herder): S,
     Path((name, task)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    herder.restart_task(&name, task_id(&task)?).await?;
+    herder.restart_task(&name, task_id(&name, &task)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -346,4 +384,37 @@ pub async fn reset_topics(
 ) -> Result<StatusCode, ApiError> {
     herder.reset_topics(&name).await?;
     Ok(StatusCode::ACCEPTED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn booleans_are_read_as_java_reads_them() {
+        let q = Some("includeTasks=True&onlyFailed=FALSE&x=1");
+        assert!(query_flag(q, "includeTasks", false));
+        assert!(!query_flag(q, "onlyFailed", true));
+        assert!(query_flag(q, "absent", true));
+        assert!(!query_flag(
+            Some("connectorsOnly=yes"),
+            "connectorsOnly",
+            true
+        ));
+        assert!(!query_flag(None, "includeTasks", false));
+    }
+
+    #[test]
+    fn names_with_control_characters_are_refused() {
+        for bad in ["a\nb", "tab\there", "", "  ", "bell\u{7}"] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+        for good in ["a b", "café", "x/y", "dots.and-dashes"] {
+            assert!(check_name(good).is_ok(), "{good:?}");
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("localhost:8083"));
+        let url = location(&headers, Some(&Scheme("https")), "my connector/1").unwrap();
+        assert_eq!(url, "https://localhost:8083/connectors/my%20connector%2F1");
+    }
 }

@@ -84,7 +84,10 @@ where
         }
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
-            .map_err(|e| ApiError::bad_request(format!("cannot read the request body: {e}")))?;
+            .map_err(|e| {
+                // A body over `rest.request.max.bytes` is 413, as the rejection says.
+                ApiError::new(e.status(), format!("cannot read the request body: {} (the limit is set by rest.request.max.bytes)", e.body_text()))
+            })?;
         serde_json::from_slice(&bytes)
             .map(JsonBody)
             .map_err(|e| ApiError::bad_request(format!("Invalid JSON in the request body: {e}")))

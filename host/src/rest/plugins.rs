@@ -4,8 +4,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
-use serde::Deserialize;
+use axum::extract::{Path, RawQuery, State};
 use serde_json::{Map, Value, json};
 
 use super::error::{ApiError, JsonBody};
@@ -22,24 +21,15 @@ const CONVERTERS: &[&str] = &[
     "org.apache.kafka.connect.converters.ByteArrayConverter",
 ];
 
-#[derive(Deserialize)]
-pub struct ListQuery {
-    #[serde(rename = "connectorsOnly", default = "yes")]
-    connectors_only: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-pub async fn list(State(herder): S, Query(query): Query<ListQuery>) -> Json<Value> {
+pub async fn list(State(herder): S, RawQuery(query): RawQuery) -> Json<Value> {
+    let connectors_only = super::connectors::query_flag(query.as_deref(), "connectorsOnly", true);
     let mut out: Vec<Value> = herder
         .registry()
         .plugins()
         .iter()
         .map(|p| json!({"class": p.spec.name, "type": p.spec.kind.to_string(), "version": p.spec.version}))
         .collect();
-    if !query.connectors_only {
+    if !connectors_only {
         out.extend(CONVERTERS.iter().map(
             |c| json!({"class": c, "type": "converter", "version": env!("CARGO_PKG_VERSION")}),
         ));
@@ -97,7 +87,7 @@ fn definition(key: &ConfigKey, group: &str, order: usize) -> Value {
         "width": "NONE",
         "display_name": key.name,
         "dependents": [],
-        "order": order,
+        "order_in_group": order,
     })
 }
 
@@ -129,7 +119,20 @@ pub async fn validate(
     Path(plugin_name): Path<String>,
     JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> Result<Json<Value>, ApiError> {
-    let plugin = plugin_or_404(&herder, &plugin_name)?;
+    // As Kafka Connect: a config naming no plugin there is is a bad request (not a 404: the
+    // path names the plugin the config is for).
+    let plugin = herder.registry().find(&plugin_name, None).ok_or_else(|| {
+        let names: Vec<String> = herder
+            .registry()
+            .plugins()
+            .iter()
+            .map(|p| p.spec.name.clone())
+            .collect();
+        ApiError::bad_request(format!(
+            "Failed to find any connector plugin which name matches {plugin_name}; available connector plugins are: {}",
+            names.join(", ")
+        ))
+    })?;
     let mut pairs = super::connectors::config_pairs(&body)?;
     match pairs.iter().find(|(k, _)| k == "connector.class") {
         Some((_, class)) if *class != plugin.spec.name => {
@@ -184,7 +187,7 @@ pub async fn validate(
     while let Some((key, _)) = errors_by_key.first().cloned() {
         let errors = take_errors(&mut errors_by_key, &key);
         configs.push(json!({
-            "definition": {"name": key, "type": "STRING", "required": false, "default_value": null, "importance": "MEDIUM", "documentation": "", "group": "Worker", "width": "NONE", "display_name": key, "dependents": [], "order": configs.len() + 1},
+            "definition": {"name": key, "type": "STRING", "required": false, "default_value": null, "importance": "MEDIUM", "documentation": "", "group": "Worker", "width": "NONE", "display_name": key, "dependents": [], "order_in_group": configs.len() + 1},
             "value": {"name": key, "value": value_of(&key), "recommended_values": [], "errors": errors, "visible": true}
         }));
     }

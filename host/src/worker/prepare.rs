@@ -312,9 +312,10 @@ pub(crate) async fn prepare(
             Ok((prepared, instance))
         }
         Err(e) if e.is_retriable() => Err(NotPrepared::Retry {
+            // Shown in the connector's status: no resolved secret in it.
+            error: prepared.resolved.redact(&e.to_string()),
             prepared: Box::new(prepared),
             instance: Box::new(instance),
-            error: e.to_string(),
         }),
         Err(e) => {
             // `create` may have succeeded: the plugin releases what it acquired.
