@@ -616,6 +616,11 @@ async fn https_beside_http_with_a_verified_certificate_and_health_open_to_probes
         "a client trusting another CA must not connect: {refused:?}"
     );
 
+    // Only /health itself is open: not a path that merely looks like it.
+    for path in ["//health", "/health/../connectors", "/%68ealth"] {
+        let answer = client.get(format!("{https}{path}")).send().await.unwrap();
+        assert_eq!(answer.status(), StatusCode::UNAUTHORIZED, "{path}");
+    }
     // Health answers without credentials on both listeners (Kubernetes probes send none);
     // everything else still wants them.
     for (client, base) in [
@@ -676,9 +681,16 @@ async fn https_with_required_client_certificates_and_a_listener_config_that_cann
     let env = kafka::secured();
     let tls = PathBuf::from(&env["TLS_DIR"]);
     let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "a-token-nobody-sends\n").unwrap();
     let settings = vec![
         ("bootstrap.servers", kafka::bootstrap()),
-        ("listeners", "https://127.0.0.1:0".to_owned()),
+        // HTTPS on every interface requiring client certificates, beside plain HTTP (which
+        // needs the credentials: every request but /health).
+        (
+            "listeners",
+            "https://0.0.0.0:0,http://127.0.0.1:0".to_owned(),
+        ),
         (
             "listeners.https.ssl.keystore.location",
             tls.join("broker-keystore.pem").display().to_string(),
@@ -693,13 +705,17 @@ async fn https_with_required_client_certificates_and_a_listener_config_that_cann
             env["TRUST_STORE_PASSWORD"].clone(),
         ),
         ("listeners.https.ssl.client.auth", "required".to_owned()),
+        ("rest.auth.token.file", tokens.display().to_string()),
     ];
     let mut worker = Worker::start(dir.path(), &settings, &[]);
-    let https = on_localhost(&rest_urls(&mut worker)[0]);
-    // A client certificate signed by the trusted CA is the caller's credential.
+    let urls = rest_urls(&mut worker);
+    let https = on_localhost(&urls[0]);
+    // A client certificate signed by the trusted CA is the caller's credential: no token, and a
+    // Host that is not this machine, and the API answers.
     let trusted = https_client(&tls.join("ca.pem"), Some(&tls.join("client-keystore.pem")));
     let listed = trusted
         .get(format!("{https}/connectors"))
+        .header("host", "connect.example:8443")
         .send()
         .await
         .unwrap();
@@ -711,6 +727,11 @@ async fn https_with_required_client_certificates_and_a_listener_config_that_cann
         refused.is_err(),
         "no client certificate, no connection: {refused:?}"
     );
+    // The HTTP listener has no certificates to go by: the token, or 401.
+    let plain = reqwest::get(format!("{}/connectors", urls[1]))
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), StatusCode::UNAUTHORIZED);
     worker.stop();
 
     // An HTTPS listener without a key store, and one whose store is JKS: the worker does not

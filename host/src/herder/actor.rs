@@ -767,8 +767,6 @@ impl Actor {
         self.retry_at = Some(tokio::time::Instant::now() + delay);
     }
 
-    /// The connector is FAILED: it runs no tasks (the caller has stopped them) and claims no
-    /// capacity until restarted or given a new config.
     /// `text` (a plugin's error, say) without the resolved secrets of the connector's config:
     /// it is about to be shown in a status or the log.
     fn redact(&self, text: &str) -> String {
@@ -778,6 +776,8 @@ impl Actor {
         }
     }
 
+    /// The connector is FAILED: it runs no tasks (the caller has stopped them) and claims no
+    /// capacity until restarted or given a new config.
     fn fail(&mut self, message: String) {
         let message = self.redact(&message);
         tracing::error!(connector = %self.name, "connector failed: {message}");

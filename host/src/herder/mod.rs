@@ -96,6 +96,9 @@ pub struct Herder {
     _data_lock: std::fs::File,
     /// True once [`Herder::load`] has loaded the plugins and restored the stored connectors.
     started: watch::Receiver<bool>,
+    /// The last health ping: when it was answered (or given up on) and whether it was answered.
+    /// Held while a ping is out, so there is one at a time.
+    last_ping: tokio::sync::Mutex<Option<(std::time::Instant, bool)>>,
 }
 
 impl Herder {
@@ -184,6 +187,7 @@ impl Herder {
             _broker: broker,
             _data_lock: data_lock,
             started,
+            last_ping: tokio::sync::Mutex::new(None),
         }))
     }
 
@@ -205,10 +209,22 @@ impl Herder {
 
     /// Whether the control loop takes requests: `true` once it has answered a ping within
     /// `timeout`. A loop stuck on something (or stopping) leaves the ping unanswered.
+    ///
+    /// One ping at a time, and an answer less than a second old is reused: however many probes
+    /// ask (a flood of unauthenticated `/health` requests included), the loop's inbox gets at
+    /// most one ping a second.
     pub async fn answers_within(&self, timeout: std::time::Duration) -> bool {
-        let (reply, answered) = oneshot::channel();
+        let mut last = self.last_ping.lock().await;
+        if let Some((at, answered)) = *last
+            && at.elapsed() < std::time::Duration::from_secs(1)
+        {
+            return answered;
+        }
+        let (reply, answer) = oneshot::channel();
         self.send(Message::Ping { reply });
-        matches!(tokio::time::timeout(timeout, answered).await, Ok(Ok(())))
+        let answered = matches!(tokio::time::timeout(timeout, answer).await, Ok(Ok(())));
+        *last = Some((std::time::Instant::now(), answered));
+        answered
     }
 
     /// Whether [`Herder::load`] has finished.

@@ -14,12 +14,22 @@ pub const TOKEN_ENV: &str = "WASM_CONNECT_REST_TOKEN";
 /// Environment variable holding `user:password` for basic auth.
 pub const BASIC_ENV: &str = "WASM_CONNECT_REST_BASIC";
 
-/// Accepted credentials; empty means no authentication.
-#[derive(Debug, Clone, Default)]
+/// Accepted credentials; empty means no authentication. Its `Debug` shows how many, never
+/// which.
+#[derive(Clone, Default)]
 pub struct Credentials {
     tokens: Vec<String>,
     /// `user:password` pairs.
     basic: Vec<String>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("tokens", &self.tokens.len())
+            .field("basic", &self.basic.len())
+            .finish()
+    }
 }
 
 impl Credentials {
@@ -101,17 +111,11 @@ pub struct Guard {
     /// The worker's credentials (shared by every listener).
     pub credentials: std::sync::Arc<Credentials>,
     /// The listener verified a client certificate on every connection (HTTPS with
-    /// `ssl.client.auth=required`): that authenticates the caller when no credentials are set.
+    /// `ssl.client.auth=required`): that authenticates the caller, credentials or not.
     pub mutual_tls: bool,
     /// `http` or `https`, for URLs the API gives back (`Location`).
     pub scheme: &'static str,
 }
-
-/// Set on a request whose caller proved who it is (credentials or a client certificate), or
-/// that came from this machine to an API without credentials: handlers that answer without
-/// authentication (`/health`) say more to such callers.
-#[derive(Debug, Clone, Copy)]
-pub struct Trusted;
 
 /// The scheme the request came in with (`http` or `https`).
 #[derive(Debug, Clone, Copy)]
@@ -130,8 +134,8 @@ pub async fn require(
     request.extensions_mut().insert(Scheme(guard.scheme));
     let open = OPEN.contains(&request.uri().path());
     let creds = &guard.credentials;
-    if !creds.enabled() && guard.mutual_tls {
-        request.extensions_mut().insert(Trusted);
+    if guard.mutual_tls {
+        // rustls completed no handshake without a certificate the trust store vouches for.
         return next.run(request).await;
     }
     if !creds.enabled() {
@@ -152,14 +156,10 @@ pub async fn require(
             )
             .into_response();
         }
-        request.extensions_mut().insert(Trusted);
         return next.run(request).await;
     }
     match creds.accepts(request.headers()) {
-        Some(true) => {
-            request.extensions_mut().insert(Trusted);
-            next.run(request).await
-        }
+        Some(true) => next.run(request).await,
         _ if open => next.run(request).await,
         Some(false) => {
             ApiError::new(StatusCode::FORBIDDEN, "The credentials are not valid").into_response()

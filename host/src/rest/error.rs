@@ -86,7 +86,16 @@ where
             .await
             .map_err(|e| {
                 // A body over `rest.request.max.bytes` is 413, as the rejection says.
-                ApiError::new(e.status(), format!("cannot read the request body: {} (the limit is set by rest.request.max.bytes)", e.body_text()))
+                let status = e.status();
+                let hint = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                    " (the limit is rest.request.max.bytes)"
+                } else {
+                    ""
+                };
+                ApiError::new(
+                    status,
+                    format!("cannot read the request body: {}{hint}", e.body_text()),
+                )
             })?;
         serde_json::from_slice(&bytes)
             .map(JsonBody)

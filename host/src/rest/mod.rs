@@ -192,7 +192,7 @@ async fn json_errors(response: Response) -> Response {
     // Headers that say something (WWW-Authenticate, Allow) stay.
     for (name, value) in &parts.headers {
         if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
-            rebuilt.headers_mut().insert(name.clone(), value.clone());
+            rebuilt.headers_mut().append(name.clone(), value.clone());
         }
     }
     rebuilt

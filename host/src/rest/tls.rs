@@ -1,6 +1,7 @@
 //! HTTPS for the REST API, configured with Kafka Connect's keys: `listeners.https.ssl.*` or,
-//! when no key has that prefix, the worker's own `ssl.*` (Connect's "all or nothing" rule for
-//! listener prefixes). Key and trust stores are read the way the Kafka clients read them (PEM
+//! when no key has that prefix, the worker's own key and trust store keys (Connect's "all or
+//! nothing" rule for listener prefixes; client authentication, protocols and suites then keep
+//! their defaults). Key and trust stores are read the way the Kafka clients read them (PEM
 //! or PKCS12; JKS refused with the keytool command), then handed to rustls.
 //!
 //! Invariant: no message made here contains a secret (a password or key material); messages
@@ -61,24 +62,21 @@ impl std::fmt::Debug for Tls {
 }
 
 /// The HTTPS listener's settings as the operator wrote them: `listeners.https.ssl.*` if any key
-/// has the prefix (and then only those), else the worker's `ssl.*` keys this listener reads.
+/// has the prefix (and then only those), else the worker's key and trust store keys.
 /// Each with its key stripped of the prefix and its origin as written.
 fn listener_settings(pairs: &[(String, String)]) -> (Vec<Setting>, bool) {
     let prefixed = pairs.iter().any(|(k, _)| k.starts_with(PREFIX));
     let settings = pairs
         .iter()
         .filter_map(|(k, v)| {
+            // Without the prefix only the stores are shared with the Kafka clients: their
+            // ssl.enabled.protocols and ssl.cipher.suites are librdkafka's (OpenSSL's suite
+            // names), and a worker-wide ssl.client.auth would make the Kafka cluster's CA the
+            // REST API's credential.
             let key = if prefixed {
                 k.strip_prefix(PREFIX)?
             } else {
-                let read = is_store_key(k)
-                    || [
-                        "ssl.client.auth",
-                        "ssl.enabled.protocols",
-                        "ssl.cipher.suites",
-                    ]
-                    .contains(&k.as_str());
-                read.then_some(k.as_str())?
+                is_store_key(k).then_some(k.as_str())?
             };
             Some(Setting {
                 key: key.to_owned(),
@@ -293,7 +291,9 @@ fn identity(
     let from_pem = |key: &[u8], chain: &[u8], at: String| -> Result<Identity, Problem> {
         let pkey = match password {
             Some(p) => openssl::pkey::PKey::private_key_from_pem_passphrase(key, p.as_bytes()),
-            None => openssl::pkey::PKey::private_key_from_pem(key),
+            // An encrypted key without a password fails here: without a callback OpenSSL would
+            // ask for a pass phrase on the terminal and the worker would wait for it.
+            None => openssl::pkey::PKey::private_key_from_pem_callback(key, |_| Ok(0)),
         }
         .map_err(|_| {
             Problem::new(
@@ -446,12 +446,14 @@ mod tests {
         let (settings, prefixed) = listener_settings(&pairs(&[
             ("ssl.keystore.location", "/kafka/client.p12"),
             ("ssl.ca.location", "/kafka/ca.pem"),
+            ("ssl.client.auth", "required"),
+            ("ssl.cipher.suites", "ECDHE-RSA-AES256-GCM-SHA384"),
         ]));
         assert!(!prefixed);
         assert_eq!(
             settings.len(),
             1,
-            "librdkafka's own keys stay the clients': {settings:?}"
+            "the clients' own keys stay theirs: {settings:?}"
         );
     }
 
@@ -523,5 +525,31 @@ mod tests {
             ("listeners.https.ssl.client.auth", "required"),
         ]);
         assert!(m[0].contains("no trust store"), "{m:?}");
+
+        // An encrypted key: refused without its password (never a prompt on the terminal),
+        // served with it.
+        let encrypted = dir.path().join("encrypted.pem");
+        let mut pem = key
+            .private_key_to_pem_pkcs8_passphrase(
+                openssl::symm::Cipher::aes_256_cbc(),
+                b"key-secret",
+            )
+            .unwrap();
+        pem.extend(cert.to_pem().unwrap());
+        std::fs::write(&encrypted, pem).unwrap();
+        let location = (
+            "listeners.https.ssl.keystore.location",
+            encrypted.to_str().unwrap(),
+        );
+        let m = messages(&[location]);
+        assert!(
+            m[0].contains("listeners.https.ssl.key.password") && !m[0].contains("key-secret"),
+            "{m:?}"
+        );
+        from_pairs(&pairs(&[
+            location,
+            ("listeners.https.ssl.key.password", "key-secret"),
+        ]))
+        .unwrap();
     }
 }
