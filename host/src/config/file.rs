@@ -9,6 +9,15 @@ use super::properties;
 /// Flat configuration pairs, in file order.
 pub type Pairs = Vec<(String, String)>;
 
+/// The value of `key` in `pairs`, trimmed: the last one given wins, as in a properties file.
+pub fn last<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.trim())
+}
+
 /// Pairs from string literals, for unit tests.
 #[cfg(test)]
 pub(crate) fn pairs_of(items: &[(&str, &str)]) -> Pairs {

@@ -162,13 +162,7 @@ const REDACT_MIN_LEN: usize = 4;
 impl Providers {
     /// Read the providers a worker config declares; every problem is reported.
     pub fn from_worker(pairs: &[(String, String)]) -> Result<Self, Vec<Problem>> {
-        let get = |k: &str| {
-            pairs
-                .iter()
-                .rev()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.trim())
-        };
+        let get = |k: &str| super::file::last(pairs, k);
         let mut problems = Vec::new();
         let mut by_name = BTreeMap::new();
         let names: Vec<&str> = get(PROVIDERS)

@@ -240,13 +240,7 @@ impl RestConfig {
     /// authenticate its callers (credentials, or HTTPS with `ssl.client.auth=required`) is
     /// refused.
     pub fn from_pairs(pairs: &[(String, String)]) -> Result<Self, Vec<Problem>> {
-        let get = |k: &str| {
-            pairs
-                .iter()
-                .rev()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.trim())
-        };
+        let get = |k: &str| crate::config::file::last(pairs, k);
         let mut problems = Vec::new();
         let raw = get("listeners").unwrap_or("http://127.0.0.1:8083");
         let mut listeners = Vec::new();
@@ -319,18 +313,16 @@ impl RestConfig {
                 )));
             }
         }
+        // Read by the key table's kind, as every numeric worker key is.
         let max_body = match get(MAX_BODY_KEY) {
             None => DEFAULT_MAX_BODY,
-            Some(v) => match v.parse::<usize>() {
-                Ok(n) if n >= 1024 => n,
-                _ => {
-                    problems.push(Problem::new(
-                        MAX_BODY_KEY,
-                        format!("{v:?} is not a number of bytes of at least 1024"),
-                    ));
+            Some(v) => crate::config::keys::kind(MAX_BODY_KEY)
+                .number(v)
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+                .unwrap_or_else(|e| {
+                    problems.push(Problem::new(MAX_BODY_KEY, e));
                     DEFAULT_MAX_BODY
-                }
-            },
+                }),
         };
         if problems.is_empty() {
             Ok(Self {
