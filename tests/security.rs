@@ -2,13 +2,17 @@
 //! pipeline (datagen → topic → file-sink) over SASL_SSL with SCRAM-SHA-512 and over mutual
 //! TLS. A wrong password and an untrusted CA each show in the statuses and the log as what
 //! they are, no secret reaches the log, and once the config is fixed the pipeline finishes with
-//! nothing lost. Every compression type is written by a source (a per-connector producer
-//! override) and read back by an independent consumer, and the broker's own log tool says each
-//! topic's batches are stored with that codec.
+//! nothing lost; so does a connector's own client (KIP-458 overrides) that cannot
+//! authenticate. OAUTHBEARER tokens come from a real token endpoint and are checked by the
+//! broker against the signing key. Every compression type is written by a source (a
+//! per-connector producer override) and read back by an independent consumer, and the
+//! broker's own log tool says each topic's batches are stored with that codec.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -44,6 +48,30 @@ async fn create_pipeline(url: &str, topic: &str, out: &Path) {
         "sandbox.fs.write": out.display().to_string(), "value.converter": "string"});
     assert_eq!(create(url, "source", source).await, StatusCode::CREATED);
     assert_eq!(create(url, "sink", sink).await, StatusCode::CREATED);
+}
+
+/// Wait until the sink has written all `COUNT` records (after a config was fixed).
+fn all_written_once_fixed(url: &str, out: &Path, worker: &Worker) {
+    let done = eventually(Duration::from_secs(120), || written(out).len() == COUNT);
+    assert!(
+        done,
+        "{} of {COUNT} records reached the sink once the config was fixed: {}\n{}",
+        written(out).len(),
+        block(get(url, "/connectors/sink/status")),
+        worker.log_text()
+    );
+}
+
+/// Exactly `COUNT` records in `topic` and lines in the sink's file: nothing was delivered
+/// under the bad settings, and nothing lost or written twice since.
+fn exactly_count_once(topic: &str, out: &Path) {
+    let records = consume(topic, COUNT + 1, Duration::from_secs(10));
+    assert_eq!(records.len(), COUNT, "records in {topic}");
+    assert_eq!(
+        lines(&out.join("out.txt")).len(),
+        COUNT,
+        "no line written twice"
+    );
 }
 
 /// Run a worker with `bad` settings until the statuses say `expected`; then again with `good`
@@ -92,28 +120,14 @@ async fn fails_clearly_then_recovers(
 
     let mut worker = Worker::start(dir.path(), &with(good), &[]);
     let url = worker.rest_url(Duration::from_secs(120));
-    let done = eventually(Duration::from_secs(120), || written(&out).len() == COUNT);
-    assert!(
-        done,
-        "{} of {COUNT} records reached the sink once the config was fixed: {}\n{}",
-        written(&out).len(),
-        block(get(&url, "/connectors/sink/status")),
-        worker.log_text()
-    );
+    all_written_once_fixed(&url, &out, &worker);
     assert!(
         !statuses_say(&url, expected),
         "the failure is gone from the statuses"
     );
     let (status, good_log) = worker.stop();
     assert!(status.success(), "{good_log}");
-    // Exactly COUNT: nothing was delivered under the bad settings, and nothing lost since.
-    let records = consume(&topic, COUNT + 1, Duration::from_secs(10));
-    assert_eq!(records.len(), COUNT, "records in {topic}");
-    assert_eq!(
-        lines(&out.join("out.txt")).len(),
-        COUNT,
-        "no line written twice"
-    );
+    exactly_count_once(&topic, &out);
     for secret in secrets {
         assert!(
             !bad_log.contains(secret) && !good_log.contains(secret),
@@ -275,6 +289,292 @@ async fn oauthbearer_for_the_worker_and_plain_for_the_consumer_alone() {
     ]
     .map(|(k, v)| (k.to_owned(), v));
     pipeline_completes("oauth-plain", &settings).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connector_s_own_client_that_cannot_authenticate_says_so_in_its_task_status() {
+    // The worker's clients authenticate (so its probe finds the cluster answering); the
+    // connectors' own clients (KIP-458 overrides) use a wrong SCRAM password. Each task's
+    // status and the log say so; fixing the config through REST loses nothing.
+    let env = kafka::secured();
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &["datagen", "file-sink"], &[]);
+    let topic = unique_topic("own-client");
+    create_topic(&topic, 1).await;
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let plain = format!(
+        r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="{}" password="{}";"#,
+        env["SASL_USER"], env["SASL_PASSWORD"]
+    );
+    let settings = [
+        ("bootstrap.servers", env["SASL_PLAINTEXT"].clone()),
+        ("security.protocol", "SASL_PLAINTEXT".into()),
+        ("sasl.mechanism", "PLAIN".into()),
+        ("sasl.jaas.config", plain),
+        ("connector.client.config.override.policy", "All".into()),
+        ("plugin.path", plugins.display().to_string()),
+        ("offset.flush.interval.ms", "500".into()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    let scram = |password: &str| {
+        format!(
+            r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="{}" password="{password}";"#,
+            env["SASL_USER"]
+        )
+    };
+    let configs = |password: &str| {
+        (
+            json!({"connector.class": "datagen", "topic": topic, "count": COUNT.to_string(),
+                "value.converter": "string",
+                "producer.override.sasl.mechanism": "SCRAM-SHA-512",
+                "producer.override.sasl.jaas.config": scram(password)}),
+            json!({"connector.class": "file-sink", "topics": topic,
+                "file": out.join("out.txt").display().to_string(),
+                "sandbox.fs.write": out.display().to_string(), "value.converter": "string",
+                "consumer.override.sasl.mechanism": "SCRAM-SHA-512",
+                "consumer.override.sasl.jaas.config": scram(password)}),
+        )
+    };
+    let (source, sink) = configs("not-the-password");
+    assert_eq!(create(&url, "source", source).await, StatusCode::CREATED);
+    assert_eq!(create(&url, "sink", sink).await, StatusCode::CREATED);
+    let says = |name: &str, keys: &str| {
+        let trace = block(get(&url, &format!("/connectors/{name}/tasks/0/status")))["trace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        trace.contains(&format!(
+            "the connector's own Kafka client ({keys}): authentication failed for user {} (SCRAM-SHA-512)",
+            env["SASL_USER"]
+        ))
+    };
+    let shown = eventually(Duration::from_secs(90), || {
+        says("source", "producer.override.*") && says("sink", "consumer.override.*")
+    });
+    assert!(
+        shown,
+        "each task's status names its own client's failure: {}\n{}\n{}",
+        block(get(&url, "/connectors/source/status")),
+        block(get(&url, "/connectors/sink/status")),
+        worker.log_text()
+    );
+    for name in ["source", "sink"] {
+        let status = block(get(&url, &format!("/connectors/{name}/status")));
+        assert_eq!(status["tasks"][0]["state"], "RUNNING", "{status}");
+    }
+    assert!(
+        worker
+            .log_text()
+            .contains("connector source task 0: the connector's own Kafka client (producer.override.*): authentication failed"),
+        "the log says it, naming the task:\n{}",
+        worker.log_text()
+    );
+    assert!(written(&out).is_empty(), "nothing passed meanwhile");
+
+    let (source, sink) = configs(&env["SASL_PASSWORD"]);
+    let client = reqwest::Client::new();
+    for (name, config) in [("source", source), ("sink", sink)] {
+        let response = client
+            .put(format!("{url}/connectors/{name}/config"))
+            .json(&config)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "PUT {name}");
+    }
+    all_written_once_fixed(&url, &out, &worker);
+    assert!(
+        !says("source", "producer.override.*") && !says("sink", "consumer.override.*"),
+        "the failure is gone from the statuses"
+    );
+    let (status, log) = worker.stop();
+    assert!(status.success(), "{log}");
+    assert!(!log.contains("not-the-password"), "no password in the log");
+    exactly_count_once(&topic, &out);
+}
+
+/// A real OAuth 2 token endpoint on 127.0.0.1 (RFC 6749's client credentials grant, as an
+/// identity provider serves it): the client `id` with secret `secret` gets `token`; any other
+/// caller gets 401 `invalid_client`. Every request is kept.
+struct TokenEndpoint {
+    url: String,
+    requests: Arc<Mutex<Vec<TokenRequest>>>,
+}
+
+/// One request a [`TokenEndpoint`] answered.
+#[derive(Debug, Clone)]
+struct TokenRequest {
+    /// `POST /oauth2/token HTTP/1.1`, say.
+    line: String,
+    /// Whether it carried the client's credentials (HTTP Basic, RFC 6749 §2.3.1).
+    authenticated: bool,
+    /// The form it posted.
+    body: String,
+}
+
+impl TokenEndpoint {
+    fn start(token: &str, id: &str, secret: &str) -> Self {
+        use base64::Engine;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/oauth2/token", listener.local_addr().unwrap());
+        let basic = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{id}:{secret}"))
+        );
+        let granted = json!({"access_token": token.trim(), "token_type": "Bearer",
+            "expires_in": 3600})
+        .to_string();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&requests);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let Some(request) = read_token_request(&mut stream, &basic) else {
+                    continue;
+                };
+                let (status, body) = if request.authenticated
+                    && request.body.contains("grant_type=client_credentials")
+                {
+                    ("200 OK", granted.clone())
+                } else {
+                    (
+                        "401 Unauthorized",
+                        r#"{"error":"invalid_client"}"#.to_owned(),
+                    )
+                };
+                seen.lock().unwrap().push(request);
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        TokenEndpoint { url, requests }
+    }
+
+    fn requests(&self) -> Vec<TokenRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+/// Read one HTTP/1.1 request (head, then as many body bytes as Content-Length says).
+fn read_token_request(stream: &mut std::net::TcpStream, basic: &str) -> Option<TokenRequest> {
+    use std::io::{BufRead, BufReader, Read};
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    let (mut length, mut authenticated) = (0usize, false);
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header).ok()?;
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        let (name, value) = header.split_once(':')?;
+        if name.eq_ignore_ascii_case("content-length") {
+            length = value.trim().parse().ok()?;
+        } else if name.eq_ignore_ascii_case("authorization") {
+            authenticated = value.trim() == basic;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(TokenRequest {
+        line: line.trim_end().to_owned(),
+        authenticated,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
+}
+
+/// Kafka Connect's settings for OAUTHBEARER tokens from a token endpoint (KIP-768).
+fn oidc_settings(
+    env: &BTreeMap<String, String>,
+    endpoint: &str,
+    secret: &str,
+) -> Vec<(&'static str, String)> {
+    vec![
+        ("bootstrap.servers", env["OAUTH"].clone()),
+        ("security.protocol", "SASL_PLAINTEXT".into()),
+        ("sasl.mechanism", "OAUTHBEARER".into()),
+        (
+            "sasl.login.callback.handler.class",
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler".into(),
+        ),
+        ("sasl.oauthbearer.token.endpoint.url", endpoint.to_owned()),
+        (
+            "sasl.jaas.config",
+            format!(
+                r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="connect-worker" clientSecret="{secret}" scope="kafka";"#
+            ),
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn oauthbearer_tokens_from_a_token_endpoint_a_wrong_client_secret_says_so() {
+    // The broker's OAUTH listener checks each token's signature against the test key's JWKS,
+    // its issuer and its audience, as with a real identity provider.
+    let env = kafka::secured();
+    let tls = PathBuf::from(&env["TLS_DIR"]);
+    let token = std::fs::read_to_string(tls.join("oauth-token.jwt")).unwrap();
+    let endpoint = TokenEndpoint::start(&token, "connect-worker", "client-secret-1");
+    fails_clearly_then_recovers(
+        "oidc",
+        oidc_settings(&env, &endpoint.url, "not-the-client-secret"),
+        oidc_settings(&env, &endpoint.url, "client-secret-1"),
+        "authentication failed for user connect-worker (OAUTHBEARER)",
+        &["not-the-client-secret", "client-secret-1", token.trim()],
+    )
+    .await;
+    let requests = endpoint.requests();
+    assert!(
+        requests.iter().any(|r| !r.authenticated) && requests.iter().any(|r| r.authenticated),
+        "the worker asked the token endpoint, with the wrong secret and then the right one: {requests:?}"
+    );
+    for request in &requests {
+        assert!(
+            request.line.starts_with("POST /oauth2/token ")
+                && request.body.contains("grant_type=client_credentials")
+                && request.body.contains("scope=kafka"),
+            "a client credentials grant with the configured scope: {request:?}"
+        );
+    }
+
+    // The broker does check the tokens: one signed by another key under the same key id is
+    // refused, to a client that fetched it from an endpoint the same way.
+    let forged = std::fs::read_to_string(tls.join("oauth-token-forged.jwt")).unwrap();
+    let forger = TokenEndpoint::start(&forged, "connect-worker", "client-secret-1");
+    let mut config = rdkafka::ClientConfig::new();
+    for (key, value) in [
+        ("bootstrap.servers", env["OAUTH"].as_str()),
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("sasl.mechanism", "OAUTHBEARER"),
+        ("sasl.oauthbearer.method", "oidc"),
+        ("sasl.oauthbearer.client.id", "connect-worker"),
+        ("sasl.oauthbearer.client.secret", "client-secret-1"),
+        ("sasl.oauthbearer.token.endpoint.url", forger.url.as_str()),
+    ] {
+        config.set(key, value);
+    }
+    let consumer: rdkafka::consumer::BaseConsumer = config.create().unwrap();
+    let refused =
+        rdkafka::consumer::Consumer::fetch_metadata(&consumer, None, Duration::from_secs(10));
+    assert!(
+        refused.is_err(),
+        "the broker refuses a forged token: {:?}",
+        refused.map(|m| m.brokers().len())
+    );
+    assert!(
+        forger.requests().iter().any(|r| r.authenticated),
+        "the forged token was fetched and offered"
+    );
 }
 
 /// The codec the broker stored `topic`'s first batches with, per its DumpLogSegments tool.
@@ -510,6 +810,48 @@ async fn config_provider_secrets_reach_the_plugin_and_nothing_else() {
             "the plugin's lines are logged, redacted: {stream}\n{log}"
         );
     }
+
+    // A connector's own errors that quote the secret: a split that fails (retried) and a
+    // monitor that fails (fatal). Their statuses and log lines show it redacted.
+    let (_, file_placeholder, file_value) = &placeholders[0];
+    for (name, mode) in [
+        ("split-secret", "split-fails"),
+        ("monitor-secret", "monitor-fails"),
+    ] {
+        let config = json!({"connector.class": "misbehave", "mode": mode, "fail.times": "1000000",
+            "topic": unique_topic(name), "secret": file_placeholder,
+            "connector.monitor.interval.ms": "200"});
+        assert_eq!(create(&url, name, config).await, StatusCode::CREATED);
+    }
+    for (name, says) in [
+        (
+            "split-secret",
+            "fails on purpose (fail.times 1000000) with [redacted]",
+        ),
+        (
+            "monitor-secret",
+            "monitor call 1 fails on purpose with [redacted]",
+        ),
+    ] {
+        let mut status = serde_json::Value::Null;
+        let shown = eventually(Duration::from_secs(60), || {
+            status = block(get(&url, &format!("/connectors/{name}/status")));
+            status["connector"]["trace"]
+                .as_str()
+                .is_some_and(|t| t.contains(says))
+        });
+        assert!(shown, "{name}: the error, redacted: {status}");
+        assert!(
+            !status.to_string().contains(file_value.as_str()),
+            "{name}: {status}"
+        );
+    }
+    let log = worker.log_text();
+    assert!(
+        log.contains("fails on purpose (fail.times 1000000) with [redacted]")
+            && log.contains("monitor call 1 fails on purpose with [redacted]"),
+        "the connectors' errors are logged, redacted:\n{log}"
+    );
 
     // A rotated secret: the next start of the task reads it again.
     let rotated = format!("rotated-secret-{stamp}");

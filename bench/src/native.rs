@@ -294,6 +294,7 @@ fn consume(
         &format!("native-sink-{index}"),
         &Subscription::Topics(vec![topic.to_owned()]),
         &[],
+        None,
     )
     .map_err(anyhow::Error::msg)?;
     // The worker holds a revoked partition until its task has flushed and committed it; this

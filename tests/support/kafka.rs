@@ -209,8 +209,9 @@ pub fn committed_offset(group: &str, topic: &str, partition: i32) -> Option<i64>
 }
 
 /// The test broker's secured listeners and test credentials (`scripts/kafka env`): `SASL_SSL`,
-/// `SSL`, `SASL_PLAINTEXT` addresses, `SASL_USER`, `SASL_PASSWORD`, `TLS_DIR` (the test CA,
-/// client key stores and trust stores), `CLIENT_STORE_PASSWORD`, `TRUST_STORE_PASSWORD`.
+/// `SSL`, `SASL_PLAINTEXT` and `OAUTH` (OAUTHBEARER with signed tokens) addresses,
+/// `SASL_USER`, `SASL_PASSWORD`, `TLS_DIR` (the test CA, client key stores and trust stores,
+/// the OAuth tokens), `CLIENT_STORE_PASSWORD`, `TRUST_STORE_PASSWORD`.
 pub fn secured() -> BTreeMap<String, String> {
     bootstrap();
     let output = Command::new(repo_root().join("scripts/kafka"))

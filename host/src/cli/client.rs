@@ -145,12 +145,22 @@ impl Client {
         if let Some(body) = body {
             request = request.json(&body);
         }
-        let response = request.send().await.with_context(|| {
-            format!(
-                "cannot reach the worker at {} (is it running? --url)",
-                self.remote.url
-            )
-        })?;
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(e) => {
+                // reqwest's chain says what failed; a certificate problem is not "not running".
+                let chain = format!("{:#}", anyhow::Error::new(e));
+                let hint = if chain.contains("certificate") || chain.contains("UnknownIssuer") {
+                    "the worker's certificate is not trusted: pass --cacert FILE (or set WASM_CONNECT_CA_FILE) with the CA that signed it"
+                } else {
+                    "is it running? --url"
+                };
+                anyhow::bail!(
+                    "cannot reach the worker at {} ({hint}): {chain}",
+                    self.remote.url
+                );
+            }
+        };
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
         let value: Option<Value> = if text.trim().is_empty() {

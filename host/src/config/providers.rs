@@ -128,6 +128,22 @@ impl Resolved {
     }
 }
 
+/// The forms in which a message may quote resolved value `v`: as it is, escaped as Rust's
+/// `{:?}` and JSON escape it (a secret file ending in a newline, a password with a quote), and
+/// without surrounding whitespace (a value trimmed before it was shown).
+fn renderings(v: &str) -> Vec<String> {
+    let mut forms = vec![v.to_owned(), v.escape_debug().to_string()];
+    if let Ok(json) = serde_json::to_string(v) {
+        forms.push(json[1..json.len() - 1].to_owned());
+    }
+    let trimmed = v.trim();
+    if !trimmed.is_empty() {
+        forms.push(trimmed.to_owned());
+    }
+    forms.dedup();
+    forms
+}
+
 /// `text` with every one of `secrets` in it (longest first) replaced by [`REDACTED`].
 pub fn redact(secrets: &[String], text: &str) -> String {
     let mut out = text.to_owned();
@@ -326,8 +342,10 @@ impl Providers {
                 resolved.raw.insert(key.clone(), value.clone());
             }
             for v in found {
-                if v.len() >= REDACT_MIN_LEN && !resolved.secrets.contains(&v) {
-                    resolved.secrets.push(v);
+                for form in renderings(&v) {
+                    if form.len() >= REDACT_MIN_LEN && !resolved.secrets.contains(&form) {
+                        resolved.secrets.push(form);
+                    }
                 }
             }
             resolved.pairs.push((key.clone(), out.into_owned()));
@@ -476,6 +494,52 @@ mod tests {
             r.redact("connecting with s3cr3t-pw and tok-123456"),
             "connecting with [redacted] and [redacted]"
         );
+    }
+
+    #[test]
+    fn secrets_quoted_escaped_or_trimmed_are_redacted_too() {
+        // A secret file written by `echo` ends in a newline; a password may hold a quote.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pw"), "hunter2-secret\n").unwrap();
+        std::fs::write(dir.path().join("q"), "quote\"secret\\x").unwrap();
+        let providers = Providers::from_worker(&pairs(&[
+            ("config.providers", "dir"),
+            ("config.providers.dir.class", "DirectoryConfigProvider"),
+        ]))
+        .unwrap();
+        let d = dir.path().display().to_string();
+        let r = providers
+            .resolve(&pairs(&[
+                ("a", &format!("${{dir:{d}:pw}}")),
+                ("b", &format!("${{dir:{d}:q}}")),
+            ]))
+            .unwrap();
+        for (shown, message) in [
+            (
+                "hunter2-secret\n",
+                format!("{:?} is not a valid INT", "hunter2-secret\n"),
+            ),
+            (
+                "hunter2-secret\n",
+                serde_json::json!({"v": "hunter2-secret\n"}).to_string(),
+            ),
+            ("hunter2-secret", "value hunter2-secret is wrong".to_owned()),
+            (
+                "quote\"secret\\x",
+                format!("{:?} is not allowed", "quote\"secret\\x"),
+            ),
+            (
+                "quote\"secret\\x",
+                serde_json::json!(["quote\"secret\\x"]).to_string(),
+            ),
+        ] {
+            let redacted = r.redact(&message);
+            assert!(
+                !redacted.contains("hunter2") && !redacted.contains("quote"),
+                "{shown:?} in {message:?} became {redacted:?}"
+            );
+            assert!(redacted.contains(REDACTED), "{redacted}");
+        }
     }
 
     #[test]

@@ -99,6 +99,8 @@ pub struct Herder {
     /// The last health ping: when it was answered (or given up on) and whether it was answered.
     /// Held while a ping is out, so there is one at a time.
     last_ping: tokio::sync::Mutex<Option<(std::time::Instant, bool)>>,
+    /// The Kafka cluster's id, once it answered (`GET /`).
+    pub(crate) cluster_id: std::sync::OnceLock<String>,
 }
 
 impl Herder {
@@ -188,6 +190,7 @@ impl Herder {
             _data_lock: data_lock,
             started,
             last_ping: tokio::sync::Mutex::new(None),
+            cluster_id: std::sync::OnceLock::new(),
         }))
     }
 

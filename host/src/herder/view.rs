@@ -203,12 +203,15 @@ pub(crate) fn status_of(shared: &Shared, name: &str, view: &ConnectorView) -> Co
                     trace: match state {
                         TaskState::Failed(trace) | TaskState::Restarting(trace) => Some(trace),
                         TaskState::Running => {
-                            let detail = metrics.detail();
-                            match (&outage, detail) {
-                                (Some(o), Some(d)) => Some(format!("{o}; {d}")),
-                                (Some(o), None) => Some(o.clone()),
-                                (None, d) => d,
-                            }
+                            let parts: Vec<String> = [
+                                outage.clone(),
+                                metrics.own_client_trouble(),
+                                metrics.detail(),
+                            ]
+                            .into_iter()
+                            .flatten()
+                            .collect();
+                            (!parts.is_empty()).then(|| parts.join("; "))
                         }
                         _ => None,
                     },

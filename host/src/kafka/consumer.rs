@@ -34,8 +34,8 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
-use super::TracingContext;
 use super::fetch_queues::{self, FetchQueues};
+use super::{OwnClient, TracingContext};
 
 /// A partition assignment change, in `(topic, partition)` terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +58,8 @@ pub struct SinkContext {
     hold_revoked: AtomicBool,
     /// Revoked partitions the runner has not released yet.
     held: Mutex<Vec<(String, i32)>>,
+    /// Set for a connector's own consumer (KIP-458): where its failures go.
+    own: Option<Arc<OwnClient>>,
 }
 
 impl ClientContext for SinkContext {
@@ -66,7 +68,7 @@ impl ClientContext for SinkContext {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        TracingContext.error(error, reason);
+        super::route_error(self.own.as_deref(), error, reason);
     }
 }
 
@@ -150,6 +152,8 @@ impl ConsumerContext for SinkContext {
 
     fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(tpl) = rebalance {
+            // The group coordinator took this member in: the client reaches the cluster.
+            super::succeeded(self.own.as_deref());
             let _ = self.events.send(RebalanceEvent::Assigned(partitions(tpl)));
         }
     }
@@ -375,7 +379,8 @@ pub const SETTINGS: &[(&str, &str)] = &[("fetch.queue.backoff.ms", "10")];
 /// same member and gets its partitions back at once, instead of waiting for the dead member's
 /// session to time out. `instance_id` must be unique among the group's live consumers and
 /// stable across restarts of the task; the runner leaves the group explicitly when it stops in
-/// order (`SinkRunner::leave_group`), since static members do not leave on close.
+/// order (`SinkRunner::leave_group`), since static members do not leave on close. `own` is set
+/// when the consumer is the connector's own (KIP-458 overrides in `overrides`).
 pub fn create(
     bootstrap: &str,
     client_id: &str,
@@ -383,6 +388,7 @@ pub fn create(
     instance_id: &str,
     subscription: &Subscription,
     overrides: &[(String, String)],
+    own: Option<Arc<OwnClient>>,
 ) -> Result<(SinkConsumer, mpsc::UnboundedReceiver<RebalanceEvent>), String> {
     let mut config = super::base_config(bootstrap, client_id);
     config
@@ -407,6 +413,7 @@ pub fn create(
             fetch: Arc::clone(&fetch),
             hold_revoked: AtomicBool::new(true),
             held: Mutex::new(Vec::new()),
+            own,
         },
         "consumer",
     )?;

@@ -13,6 +13,7 @@ pub mod security;
 pub mod topics;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -150,6 +151,107 @@ impl ClientContext for TracingContext {
 }
 
 impl rdkafka::consumer::ConsumerContext for TracingContext {}
+
+/// A client made from a connector's own settings (KIP-458 overrides), and its last failure to
+/// authenticate or to set up TLS. The worker's probe (see [`health`]) goes through the worker's
+/// clients and cannot see such a failure, so the task's status shows it from here, and it is
+/// logged once, naming the task, when it first happens.
+///
+/// Invariant: `failed` is true exactly when `failure` holds one, so the clients' hot paths
+/// (a delivery report, a fetch) check a flag instead of taking the lock.
+#[derive(Debug)]
+pub struct OwnClient {
+    /// The keys that made the client the connector's own: `producer.override.*`, say.
+    keys: &'static str,
+    /// Which task it serves, for the log: `connector x task 0`.
+    task: String,
+    /// Who it authenticates as, and how (see [`security::Translated`]).
+    principal: Option<String>,
+    mechanism: Option<String>,
+    failed: AtomicBool,
+    failure: Mutex<Option<security::Failure>>,
+}
+
+impl OwnClient {
+    /// A client of `task` built from `settings`, which `keys` made the connector's own.
+    pub fn new(keys: &'static str, task: String, settings: &security::Translated) -> Self {
+        Self {
+            keys,
+            task,
+            principal: settings.principal.clone(),
+            mechanism: settings.mechanism.clone(),
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+        }
+    }
+
+    /// Route a librdkafka error: logged as every client's is, and kept (and logged in words)
+    /// if it is a failure to authenticate or to set up TLS.
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        if let Some(failure) = security::classify(error.rdkafka_error_code(), reason) {
+            let mut slot = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.is_none() {
+                tracing::warn!(target: "wasm_connect::kafka", "{}: {}", self.task, self.describe_failure(&failure));
+            }
+            *slot = Some(failure);
+            self.failed.store(true, Ordering::Release);
+        }
+        if let Some(held) = repeats().admit(&format!("error:{}", error_kind(&error))) {
+            tracing::warn!(target: "librdkafka", "{error}: {reason}{}", held_back(held));
+        }
+    }
+
+    /// The client reached the cluster (a record was delivered, partitions were assigned): any
+    /// failure it had is over.
+    fn succeeded(&self) {
+        if self.failed.load(Ordering::Acquire) {
+            *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            self.failed.store(false, Ordering::Release);
+        }
+    }
+
+    fn describe_failure(&self, failure: &security::Failure) -> String {
+        format!(
+            "the connector's own Kafka client ({}): {}",
+            self.keys,
+            failure.describe(self.principal.as_deref(), self.mechanism.as_deref())
+        )
+    }
+
+    /// What went wrong, for the task's status, while the client cannot reach the cluster.
+    pub fn trouble(&self) -> Option<String> {
+        if !self.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        let slot = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        slot.as_ref().map(|f| {
+            format!(
+                "{}; the task waits (nothing is lost) until it succeeds",
+                self.describe_failure(f)
+            )
+        })
+    }
+}
+
+/// How a client routes its errors: into the worker-wide record ([`security::observe`]), or,
+/// for a connector's own client, into its [`OwnClient`].
+pub(crate) fn route_error(
+    own: Option<&OwnClient>,
+    error: rdkafka::error::KafkaError,
+    reason: &str,
+) {
+    match own {
+        Some(own) => own.error(error, reason),
+        None => TracingContext.error(error, reason),
+    }
+}
+
+/// Tell `own`, if any, that its client reached the cluster.
+pub(crate) fn succeeded(own: Option<&OwnClient>) {
+    if let Some(own) = own {
+        own.succeeded();
+    }
+}
 
 /// Run `f`, a call that blocks (a synchronous commit, a metadata request), from async code: on
 /// a multi-threaded runtime the thread is handed over for the call (`block_in_place`), so

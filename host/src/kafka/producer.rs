@@ -17,9 +17,9 @@ use rdkafka::message::{DeliveryResult, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer as _, ProducerContext, ThreadedProducer};
 use tokio::sync::mpsc;
 
-use super::TracingContext;
 pub use super::delivery::Delivered;
 use super::delivery::{Batch, Target};
+use super::{OwnClient, TracingContext};
 use crate::offsets::Submitted;
 
 /// Where a record's delivery report goes.
@@ -96,7 +96,10 @@ pub fn rejects_record(error: &KafkaError) -> bool {
 }
 
 /// Routes delivery reports to tasks.
-pub struct AckRouter;
+pub struct AckRouter {
+    /// Set for a connector's own producer (KIP-458): where its failures go.
+    own: Option<Arc<OwnClient>>,
+}
 
 impl ClientContext for AckRouter {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
@@ -104,7 +107,7 @@ impl ClientContext for AckRouter {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        TracingContext.error(error, reason);
+        super::route_error(self.own.as_deref(), error, reason);
     }
 }
 
@@ -113,7 +116,10 @@ impl ProducerContext for AckRouter {
 
     fn delivery(&self, result: &DeliveryResult<'_>, target: Target) {
         let error = match result {
-            Ok(_) => None,
+            Ok(_) => {
+                super::succeeded(self.own.as_deref());
+                None
+            }
             Err((e, message)) => Some(Box::new(DeliveryError {
                 message: e.to_string(),
                 // Copied only on this (rare) path, so the happy path allocates nothing.
@@ -227,12 +233,32 @@ impl Producer {
         client_id: &str,
         overrides: &[(String, String)],
     ) -> Result<Self, String> {
+        Self::create(bootstrap, client_id, overrides, None)
+    }
+
+    /// A connector's own producer (KIP-458 overrides in `overrides`), whose failures to
+    /// authenticate or to set up TLS go to `own`.
+    pub fn own(
+        bootstrap: &str,
+        client_id: &str,
+        overrides: &[(String, String)],
+        own: Arc<OwnClient>,
+    ) -> Result<Self, String> {
+        Self::create(bootstrap, client_id, overrides, Some(own))
+    }
+
+    fn create(
+        bootstrap: &str,
+        client_id: &str,
+        overrides: &[(String, String)],
+        own: Option<Arc<OwnClient>>,
+    ) -> Result<Self, String> {
         let mut config = super::base_config(bootstrap, client_id);
         for (key, value) in SETTINGS {
             config.set(*key, *value);
         }
         super::apply(&mut config, overrides);
-        let inner = super::clients::create(&config, AckRouter, "producer")?;
+        let inner = super::clients::create(&config, AckRouter { own }, "producer")?;
         Ok(Self { inner })
     }
 

@@ -215,6 +215,15 @@ pub fn translate(settings: &[Setting]) -> Result<Translated, Vec<Problem>> {
             ));
         }
     }
+    // A server's key that Kafka Connect worker files carry for the REST listener; Kafka's
+    // clients ignore it.
+    if s.by_key.contains_key("ssl.client.auth") {
+        handled.push("ssl.client.auth");
+        out.notes.push(format!(
+            "{} is a server's setting, which Kafka clients ignore; for the REST API's HTTPS listener write listeners.https.ssl.client.auth",
+            s.origin("ssl.client.auth")
+        ));
+    }
     for key in JAVA_CLASSES {
         if s.by_key.contains_key(key) {
             handled.push(key);
@@ -404,14 +413,22 @@ pub fn parse_jaas(text: &str) -> Result<Jaas, String> {
             Some(_) => {}
         }
         let name = word(&mut chars);
+        // Where the text goes wrong, said by the option before it: the broken word itself may
+        // be the rest of a password whose quote was not escaped, and must not be shown.
+        let after = match options.last() {
+            Some((previous, _)) => format!("after option {previous}"),
+            None => format!("after {module} {flag}"),
+        };
         if name.is_empty() {
             return Err(format!(
-                "an option of {module} has no name (options are name=\"value\")"
+                "{after}: an option has no name (options are name=\"value\"; a quote inside a value is written \\\")"
             ));
         }
         skip_blanks(&mut chars);
         if chars.next() != Some('=') {
-            return Err(format!("option {name} has no `=value`"));
+            return Err(format!(
+                "{after}: a word is not an option name=\"value\" (a quote inside a value is written \\\")"
+            ));
         }
         skip_blanks(&mut chars);
         let value = if chars.peek() == Some(&'"') {
@@ -1080,9 +1097,12 @@ impl Failure {
                     (None, Some(m)) => format!(" ({m})"),
                     (None, None) => String::new(),
                 };
-                format!(
-                    "authentication failed{who}: {reason}; check sasl.jaas.config (user name and password) and sasl.mechanism"
-                )
+                let check = if mechanism == Some("OAUTHBEARER") {
+                    "check sasl.jaas.config (clientId and clientSecret, or the unsecured token's claims) and sasl.oauthbearer.token.endpoint.url"
+                } else {
+                    "check sasl.jaas.config (user name and password) and sasl.mechanism"
+                };
+                format!("authentication failed{who}: {reason}; {check}")
             }
             Failure::Tls(reason) => {
                 let lower = reason.to_ascii_lowercase();
@@ -1114,17 +1134,24 @@ impl Failure {
     }
 }
 
-/// Record what librdkafka reported, if it is a failure to authenticate or to set up TLS.
-pub fn observe(code: Option<rdkafka::types::RDKafkaErrorCode>, reason: &str) {
+/// What librdkafka reported, if it is a failure to authenticate or to set up TLS.
+pub fn classify(code: Option<rdkafka::types::RDKafkaErrorCode>, reason: &str) -> Option<Failure> {
     use rdkafka::types::RDKafkaErrorCode as Code;
-    let failure = match code {
+    match code {
         Some(Code::Authentication | Code::SaslAuthenticationFailed) => {
-            Failure::Authentication(reason.to_owned())
+            Some(Failure::Authentication(reason.to_owned()))
         }
-        Some(Code::SSL) => Failure::Tls(reason.to_owned()),
-        _ => return,
-    };
-    *FAILURE.lock().unwrap_or_else(|e| e.into_inner()) = Some(failure);
+        Some(Code::SSL) => Some(Failure::Tls(reason.to_owned())),
+        _ => None,
+    }
+}
+
+/// Record what a client with the worker's settings reported, if it is a failure to
+/// authenticate or to set up TLS.
+pub fn observe(code: Option<rdkafka::types::RDKafkaErrorCode>, reason: &str) {
+    if let Some(failure) = classify(code, reason) {
+        *FAILURE.lock().unwrap_or_else(|e| e.into_inner()) = Some(failure);
+    }
 }
 
 /// The failure recorded since the last [`clear_failure`], if any.
@@ -1176,12 +1203,22 @@ mod tests {
             ("m.Module", "control flag"),
             ("m.Module required a=\"secret", "not closed"),
             ("m.Module required a=\"secret\"", "must end with"),
-            ("m.Module required a;", "has no `=value`"),
+            (
+                "m.Module required a;",
+                "after m.Module required: a word is not an option",
+            ),
+            (
+                r#"m.Module required username="u" password="p4ss"w0rd-XYZ";"#,
+                "after option password: a word is not an option",
+            ),
             ("m.Module required; n.Other required;", "more than one"),
         ] {
             let e = parse_jaas(bad).unwrap_err();
             assert!(e.contains(says), "{bad:?}: {e}");
-            assert!(!e.contains("secret"), "a value leaked: {e}");
+            assert!(
+                !e.contains("secret") && !e.contains("w0rd"),
+                "a value leaked: {e}"
+            );
         }
     }
 

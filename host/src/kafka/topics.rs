@@ -16,6 +16,16 @@ use super::TracingContext;
 pub const PARTITIONS: &str = "topic.creation.default.partitions";
 pub const REPLICATION: &str = "topic.creation.default.replication.factor";
 
+/// Why a topic could not be made sure of.
+#[derive(Debug, Clone)]
+pub struct TopicError {
+    /// What happened, for statuses and the log.
+    pub message: String,
+    /// True when the cluster did not answer (asking again later may succeed); false when it
+    /// refused (a bad name, too many partitions, not authorised).
+    pub unanswered: bool,
+}
+
 /// Creates missing topics, remembering which exist.
 pub struct TopicCreator {
     admin: AdminClient<TracingContext>,
@@ -68,6 +78,22 @@ impl TopicCreator {
 
     /// Make sure `topic` exists, creating it with `connector`'s settings if needed.
     pub async fn ensure(&self, topic: &str, connector: &[(String, String)]) -> Result<(), String> {
+        self.try_ensure(topic, connector)
+            .await
+            .map_err(|e| e.message)
+    }
+
+    /// As [`Self::ensure`], saying whether a failure is the cluster's not answering (an
+    /// outage, credentials it refuses: asking again later may succeed) rather than a refusal.
+    pub async fn try_ensure(
+        &self,
+        topic: &str,
+        connector: &[(String, String)],
+    ) -> Result<(), TopicError> {
+        let refused = |message: String| TopicError {
+            message,
+            unanswered: false,
+        };
         if !self.enabled || self.lock().contains(topic) {
             return Ok(());
         }
@@ -82,23 +108,35 @@ impl TopicCreator {
                     .ok_or_else(|| format!("{key}: {v:?} must be -1 or a positive integer")),
             }
         };
-        let partitions = setting(PARTITIONS, self.partitions)?;
-        let replication = setting(REPLICATION, self.replication)?;
+        let partitions = setting(PARTITIONS, self.partitions).map_err(refused)?;
+        let replication = setting(REPLICATION, self.replication).map_err(refused)?;
         let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
         let results = self
             .admin
             .create_topics([&new], &options)
             .await
-            .map_err(|e| format!("cannot create topic {topic}: {e}"))?;
+            .map_err(|e| TopicError {
+                message: format!("cannot create topic {topic}: {e}"),
+                unanswered: true,
+            })?;
         for result in results {
             match result {
                 Ok(_) => tracing::info!(topic, partitions, replication, "created topic"),
                 Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((
+                    _,
+                    code @ (RDKafkaErrorCode::RequestTimedOut | RDKafkaErrorCode::NotController),
+                )) => {
+                    return Err(TopicError {
+                        message: format!("cannot create topic {topic}: {code}"),
+                        unanswered: true,
+                    });
+                }
                 Err((_, code)) => {
-                    return Err(format!(
+                    return Err(refused(format!(
                         "cannot create topic {topic} ({partitions} partitions, replication {replication}): {code}; create it yourself or fix {PARTITIONS} / {REPLICATION}"
-                    ));
+                    )));
                 }
             }
         }

@@ -127,17 +127,26 @@ pub async fn set_logger(
 }
 
 impl Herder {
-    /// The Kafka cluster id, or null when the cluster does not answer in time.
+    /// The Kafka cluster id, or null when the cluster does not answer in time. Once known it
+    /// is kept (a cluster's id never changes), and during an outage an unknown one is not
+    /// asked for: `GET /` answers at once either way, as probes expect.
     pub async fn kafka_cluster_id(&self) -> Option<String> {
+        if let Some(id) = self.cluster_id.get() {
+            return Some(id.clone());
+        }
+        if self.shared().health.outage().is_some() {
+            return None;
+        }
         let producer = Arc::clone(&self.shared().producer);
-        tokio::task::spawn_blocking(move || {
+        let id = tokio::task::spawn_blocking(move || {
             producer
                 .client()
                 .fetch_cluster_id(std::time::Duration::from_secs(5))
         })
         .await
         .ok()
-        .flatten()
+        .flatten()?;
+        Some(self.cluster_id.get_or_init(|| id).clone())
     }
 }
 

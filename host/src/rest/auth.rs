@@ -72,14 +72,19 @@ impl Credentials {
 
     fn accepts(&self, headers: &HeaderMap) -> Option<bool> {
         let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-        if let Some(token) = value.strip_prefix("Bearer ") {
+        // The scheme is case-insensitive (RFC 7235 §2.1): `bearer` and `BASIC` are accepted.
+        let (scheme, rest) = value.trim_start().split_once(' ').unwrap_or((value, ""));
+        let scheme = scheme.to_ascii_lowercase();
+        if scheme == "bearer" {
+            let token = rest;
             return Some(
                 self.tokens
                     .iter()
                     .any(|t| constant_time_eq(t.as_bytes(), token.trim().as_bytes())),
             );
         }
-        if let Some(encoded) = value.strip_prefix("Basic ") {
+        if scheme == "basic" {
+            let encoded = rest;
             let decoded = base64::engine::general_purpose::STANDARD
                 .decode(encoded.trim())
                 .ok()?;
@@ -194,7 +199,32 @@ fn is_loopback_host(host: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_loopback_host;
+    use super::*;
+
+    #[test]
+    fn schemes_are_case_insensitive() {
+        let creds = Credentials {
+            tokens: vec!["tok".into()],
+            basic: vec!["u:p".into()],
+        };
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            creds.accepts(&headers)
+        };
+        for ok in [
+            "Bearer tok",
+            "bearer tok",
+            "BEARER  tok",
+            "Basic dTpw",
+            "basic dTpw",
+        ] {
+            assert_eq!(with(ok), Some(true), "{ok}");
+        }
+        for bad in ["Bearer nope", "bearer", "Basic dTpx", "Token tok", "tok"] {
+            assert_eq!(with(bad), Some(false), "{bad}");
+        }
+    }
 
     #[test]
     fn loopback_hosts() {

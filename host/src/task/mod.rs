@@ -128,6 +128,9 @@ pub struct TaskMetrics {
     /// What a RUNNING task is waiting for, when it is not moving data for a reason outside it
     /// (no partitions assigned); shown as the status trace.
     detail: Mutex<Option<String>>,
+    /// The task's clients made from the connector's own settings (KIP-458), whose failures
+    /// the status shows.
+    own_clients: Mutex<Vec<std::sync::Arc<crate::kafka::OwnClient>>>,
 }
 
 impl Default for TaskMetrics {
@@ -139,6 +142,7 @@ impl Default for TaskMetrics {
             errors: Default::default(),
             state: Mutex::new(TaskState::Unassigned),
             detail: Mutex::new(None),
+            own_clients: Mutex::new(Vec::new()),
         }
     }
 }
@@ -170,6 +174,20 @@ impl TaskMetrics {
     /// Say what the task is waiting for (`None`: nothing).
     pub fn set_detail(&self, detail: Option<String>) {
         *self.detail.lock().unwrap_or_else(|e| e.into_inner()) = detail;
+    }
+
+    /// The clients the task's current run made from the connector's own settings.
+    pub fn set_own_clients(&self, clients: Vec<std::sync::Arc<crate::kafka::OwnClient>>) {
+        *self.own_clients.lock().unwrap_or_else(|e| e.into_inner()) = clients;
+    }
+
+    /// Why one of the connector's own clients cannot reach the cluster, if one cannot.
+    pub fn own_client_trouble(&self) -> Option<String> {
+        self.own_clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find_map(|c| c.trouble())
     }
 }
 

@@ -179,6 +179,11 @@ struct Loop {
     last_topic: String,
     /// The producer's handle on the last topic records were queued for.
     topic: Option<Topic>,
+    /// The task's stop signal, for waits deep in sending.
+    stop: watch::Receiver<Control>,
+    /// Set when a stop request ended a wait while sending: the batch ends without failing the
+    /// task.
+    stopped: bool,
 }
 
 impl Loop {
@@ -216,6 +221,8 @@ impl SourceRunner {
             last_partition: None,
             last_topic: String::new(),
             topic: None,
+            stop: stop.clone(),
+            stopped: false,
         };
         let outcome = self.poll_loop(&mut state, &mut stop).await;
         // Whatever happened, record what Kafka has acknowledged so nothing is replayed twice
@@ -350,6 +357,10 @@ impl SourceRunner {
             // Records queued before a failure are sent all the same: they were submitted, and
             // the task waits for their acknowledgements when it stops.
             let flushed = self.send_queued(state, &mut queued).await;
+            if state.stopped {
+                // Stopped while waiting for the cluster: not a failure of the task.
+                return flushed;
+            }
             sent.and(flushed)?;
         }
     }
@@ -430,7 +441,7 @@ impl SourceRunner {
                     .refuse_topic(state, index, record, topic, reason, queued)
                     .await;
             }
-            self.topics.ensure(topic, &self.config).await?;
+            self.ensure_topic(state, topic).await?;
             topic.clone_into(&mut state.last_topic);
         }
         check_position(state, &self.settings, record)
@@ -445,6 +456,58 @@ impl SourceRunner {
             state.abandoned += 1;
         }
         outcome
+    }
+
+    /// Make sure `topic` exists. While the cluster does not answer (an outage, credentials it
+    /// refuses) the task waits and asks again, as its records wait, instead of failing; the
+    /// status trace says what it waits for. A stop request ends the wait: `state.stopped` is
+    /// set and the error only ends the batch (nothing of it was submitted, so nothing of it is
+    /// committed, and the next run polls it again).
+    async fn ensure_topic(&self, state: &mut Loop, topic: &str) -> Result<(), Failure> {
+        let mut attempt = 0;
+        loop {
+            let mut stop = state.stop.clone();
+            let stopping = async move {
+                let _ = stop.wait_for(|c| *c == Control::Stop).await;
+            };
+            let outcome = tokio::select! {
+                outcome = self.topics.try_ensure(topic, &self.config) => outcome,
+                () = stopping => {
+                    state.stopped = true;
+                    return Err(Failure::from(format!("stopped while waiting to create topic {topic}")));
+                }
+            };
+            match outcome {
+                Ok(()) => {
+                    // Also clears what an earlier run of the task was waiting for.
+                    self.metrics.set_detail(None);
+                    if attempt > 0 {
+                        tracing::info!(connector = %self.connector, task = self.task, topic, "the topic is there; sending again");
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.unanswered => {
+                    let wait = backoff(attempt);
+                    if attempt == 0 {
+                        tracing::warn!(connector = %self.connector, task = self.task, "{}; records wait and the task asks again", e.message);
+                    }
+                    self.metrics.set_detail(Some(format!(
+                        "{}; records wait and the task asks again",
+                        e.message
+                    )));
+                    attempt += 1;
+                    let mut stop = state.stop.clone();
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        _ = stop.wait_for(|c| *c == Control::Stop) => {
+                            state.stopped = true;
+                            return Err(Failure::from(format!("stopped while waiting to create topic {topic}")));
+                        }
+                    }
+                }
+                Err(e) => return Err(Failure::from(e.message)),
+            }
+        }
     }
 
     /// Why records may not go to `topic`: it is not granted, or the connector already writes

@@ -8,6 +8,7 @@ use tokio::task::JoinHandle;
 
 use super::{Prepared, Shared, connector_context};
 use crate::errors::ErrorReporter;
+use crate::kafka::OwnClient;
 use crate::kafka::clients::ClientKind;
 use crate::kafka::consumer::{self, Subscription};
 use crate::kafka::producer::Producer;
@@ -220,9 +221,28 @@ async fn run_instance(
     // A connector that overrides client settings (KIP-458) gets clients of its own, per task
     // as in Kafka Connect; the rest share the worker's.
     let client_id = format!("wasm-connect-{name}-{id}");
+    // A connector's own clients report their failures to the task's status (the worker's
+    // probe cannot see them).
+    let own_client = |keys, settings| {
+        Arc::new(OwnClient::new(
+            keys,
+            format!("connector {name} task {id}"),
+            settings,
+        ))
+    };
+    let mut own_clients = Vec::new();
     let producer = match prepared.clients.get(ClientKind::Producer) {
         None => Arc::clone(&shared.producer),
-        Some(own) => Arc::new(Producer::new(&shared.bootstrap, &client_id, &own.pairs)?),
+        Some(settings) => {
+            let own = own_client("producer.override.*", settings);
+            own_clients.push(Arc::clone(&own));
+            Arc::new(Producer::own(
+                &shared.bootstrap,
+                &client_id,
+                &settings.pairs,
+                own,
+            )?)
+        }
     };
     let topics = match prepared.clients.get(ClientKind::Admin) {
         None => Arc::clone(&shared.topics),
@@ -243,6 +263,7 @@ async fn run_instance(
     let cannot = |e: anyhow::Error| Failure::from(format!("cannot instantiate the plugin: {e:#}"));
     match plugin.world {
         World::Source => {
+            metrics.set_own_clients(own_clients);
             let instance = SourceTaskInstance::create(
                 &shared.sandbox,
                 &plugin.component,
@@ -284,16 +305,21 @@ async fn run_instance(
             .map_err(cannot)??;
             let subscription =
                 Subscription::from_config(&prepared.pairs).map_err(Failure::fatal)?;
+            let own_consumer = prepared.clients.get(ClientKind::Consumer);
+            let own = own_consumer.map(|settings| own_client("consumer.override.*", settings));
+            own_clients.extend(own.clone());
+            metrics.set_own_clients(own_clients);
             let (consumer, events) = consumer::create(
                 &shared.bootstrap,
                 &client_id,
                 name,
                 &format!("{client_id}-{}", shared.instance_id),
                 &subscription,
-                prepared.clients.get(ClientKind::Consumer).map_or(
+                own_consumer.map_or(
                     shared.config.clients.librdkafka(ClientKind::Consumer),
                     |t| &t.pairs,
                 ),
+                own,
             )?;
             SinkRunner {
                 connector: name.to_owned(),

@@ -27,11 +27,12 @@
 //!   instance's `task-configs` call (other modes split the same way every time); a task of generation 1 asks for a reconfiguration from its
 //!   first `poll`, once. Records are `{"generation": n}`.
 //! - `split-fails`: `task-configs` fails retriably its first `fail.times` (default 2) calls on a
-//!   connector instance, then splits as usual.
+//!   connector instance, then splits as usual. The error quotes `secret`, if set.
 //! - `monitor-once`: like `resplit-once`, task configs carry `generation`, but the connector's
 //!   `monitor` reports the change, on its first call only (and asks for its next call in 200
 //!   ms); tasks never ask.
-//! - `monitor-fails`: the connector's `monitor` fails fatally.
+//! - `monitor-fails`: the connector's `monitor` fails fatally, with an error that quotes
+//!   `secret`, if set.
 //! - `echo-secret`: the first poll of each task instance logs the value of `secret` (log import,
 //!   stdout, stderr) and returns it as a record; the next fails fatally with an error that
 //!   quotes it (config provider tests: the value must reach the plugin and no status or log
@@ -169,7 +170,8 @@ impl Connector for Misbehave {
             let fails: u32 = config.parse_or("fail.times", 2)?;
             if split <= fails {
                 return Err(Error::retriable(format!(
-                    "split {split} fails on purpose (fail.times {fails})"
+                    "split {split} fails on purpose (fail.times {fails}){}",
+                    quoted_secret(config)
                 )));
             }
         }
@@ -195,11 +197,21 @@ impl Connector for Misbehave {
                 )
             }
             "monitor-fails" => Err(Error::fatal(format!(
-                "monitor call {} fails on purpose",
-                self.monitored
+                "monitor call {} fails on purpose{}",
+                self.monitored,
+                quoted_secret(config)
             ))),
             _ => Ok(MonitorReport::unchanged()),
         }
+    }
+}
+
+/// " with <secret>" when the config sets `secret`: errors that quote a credential, as careless
+/// connectors' do (the worker must redact them).
+fn quoted_secret(config: &Config) -> String {
+    match config.string_or("secret", "") {
+        secret if secret.is_empty() => String::new(),
+        secret => format!(" with {secret}"),
     }
 }
 
