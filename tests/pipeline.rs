@@ -1,6 +1,7 @@
 //! End to end against the real Apache Kafka broker: the worker binary moves data between real
 //! plugins and Kafka, survives SIGKILL, redistributes work when tasks.max changes, and rides out
-//! a sink's retriable errors; a sink killed mid-stream takes its partition back at once.
+//! a sink's retriable errors; a sink killed mid-stream takes its partition back at once; a topic
+//! name the broker refuses fails the task at once.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -426,6 +427,32 @@ async fn a_record_that_fails_conversion_fails_the_task_and_says_which_record() {
         !status.success(),
         "a failed task makes the worker exit non-zero:\n{log}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_name_kafka_refuses_fails_the_task_at_once_and_says_so() {
+    // The broker refuses to create the topic: a restart would only repeat that, so the task
+    // fails without one, naming the topic and what to fix.
+    let dir = tempfile::tempdir().unwrap();
+    let connector = dir.path().join("bad-topic.properties");
+    write_properties(
+        &connector,
+        &[
+            ("name", "bad-topic".into()),
+            ("connector.class", "datagen".into()),
+            ("topic", "bad topic!".into()),
+            ("count", "10".into()),
+        ],
+    );
+    let mut worker = Worker::start(dir.path(), &worker_settings(), &[connector]);
+    worker.wait_for_log("task failed", Duration::from_secs(120));
+    let (_, log) = worker.stop();
+    assert!(
+        log.contains(r#""bad topic!" is not a valid topic name"#)
+            && log.contains("fix the connector's topic"),
+        "{log}"
+    );
+    assert!(!log.contains("restarting it in"), "not restarted:\n{log}");
 }
 
 /// A value of the partition-move test: record `i` of the run.

@@ -6,8 +6,8 @@
 //! ```text
 //! wasm-connect-bench run [--smoke | --quick] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
 //!                        [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap ADDR]
-//!                        [--only startup,source,sink,latency,density]
-//! wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS]]
+//!                        [--only startup,source,compression,sink,latency,density]
+//! wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS [COMPRESSION]]]
 //! wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE [file|drop [THREADS]]
 //! ```
 //!
@@ -54,7 +54,14 @@ pub struct Options {
 }
 
 /// The workload groups `--only` chooses from.
-pub const GROUPS: &[&str] = &["startup", "source", "sink", "latency", "density"];
+pub const GROUPS: &[&str] = &[
+    "startup",
+    "source",
+    "compression",
+    "sink",
+    "latency",
+    "density",
+];
 
 impl Options {
     /// Whether workload group `group` (one of [`GROUPS`]) runs.
@@ -163,8 +170,8 @@ const USAGE: &str = "\
 usage:
   wasm-connect-bench run [--smoke | --quick] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
                          [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap HOST:PORT]
-                         [--only startup,source,sink,latency,density]
-  wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS]]
+                         [--only startup,source,compression,sink,latency,density]
+  wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS [COMPRESSION]]]
   wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE [file|drop [THREADS]]
 
 --bootstrap defaults to $WASM_CONNECT_BENCH_BOOTSTRAP, else the test broker of scripts/kafka.
@@ -197,6 +204,7 @@ fn main() -> Result<()> {
         Some("native-source") => {
             let warm_up = args.get(5).map(String::as_str);
             let threads = args.get(6).map_or(Ok(1), |t| t.parse())?;
+            let compression = args.get(7).map_or("none", String::as_str);
             native::source(
                 arg(1)?,
                 arg(2)?,
@@ -204,6 +212,7 @@ fn main() -> Result<()> {
                 arg(4)?.parse()?,
                 warm_up,
                 threads,
+                compression,
             )
         }
         Some("native-sink") => {

@@ -34,6 +34,7 @@ impl ProducerContext for Acks {
 /// threads sharing one producer, as the worker's tasks share one (thread `i` of `n` makes
 /// records `i`, `i + n`, ..., as datagen's tasks do); returns once all are acknowledged. With
 /// `warm_up` (an existing topic), first wait until a record sent there is acknowledged.
+/// `compression` is the producer's `compression.type`.
 pub fn source(
     bootstrap: &str,
     topic: &str,
@@ -41,10 +42,12 @@ pub fn source(
     value_size: usize,
     warm_up: Option<&str>,
     threads: u32,
+    compression: &str,
 ) -> Result<()> {
     let acked = Arc::new(AtomicU64::new(0));
-    let producer: ThreadedProducer<Acks> =
-        producer_config(bootstrap).create_with_context(Acks(Arc::clone(&acked)))?;
+    let producer: ThreadedProducer<Acks> = producer_config(bootstrap)
+        .set("compression.type", compression)
+        .create_with_context(Acks(Arc::clone(&acked)))?;
     if let Some(warm_up) = warm_up {
         warm(&producer, warm_up, &acked)?;
     }

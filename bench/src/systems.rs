@@ -83,6 +83,9 @@ pub struct Env {
     pub connect_libs: Option<PathBuf>,
     /// The compiled benchmark sinks for Kafka Connect (`bench/connect-sinks/`).
     pub connect_sinks: Option<PathBuf>,
+    /// The producers' `compression.type` in the source runs started from now on, on every
+    /// system alike (`None`: none, the producers' default).
+    pub compression: Option<&'static str>,
 }
 
 /// Compile the benchmark's Kafka Connect sinks (`bench/connect-sinks/`) against `libs` into
@@ -372,6 +375,9 @@ impl Env {
             ("key.converter", "string".into()),
             ("value.converter", "string".into()),
         ];
+        if let Some(codec) = self.compression {
+            settings.push(("producer.compression.type", codec.to_owned()));
+        }
         if let Job::Density { tasks, .. } = job {
             // Admission: room for every task in one connector, and a memory budget that is
             // exactly the sum of their limits.
@@ -543,6 +549,7 @@ impl Env {
                 &value_size.to_string(),
                 &warm_up_topic(topic),
                 &tasks.to_string(),
+                self.compression.unwrap_or("none"),
             ]),
             Job::ReadFile { .. } => bail!("the native baseline does not read files"),
             Job::Sink {
@@ -598,6 +605,9 @@ impl Env {
         ];
         if tuned {
             worker.extend(CONNECT_TUNED.iter().map(|(k, v)| (*k, (*v).to_owned())));
+        }
+        if let Some(codec) = self.compression {
+            worker.push(("producer.compression.type", codec.to_owned()));
         }
         let connectors: Vec<Vec<(&str, String)>> = match job {
             Job::Connectors { topic, count, rate } => rate_connectors(

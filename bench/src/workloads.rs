@@ -198,6 +198,9 @@ const DATAGEN_FULL: &[(u32, usize)] = &[
 /// The datagen workloads of a quick run (the headline rows) and of a smoke run.
 const DATAGEN_QUICK: &[(u32, usize)] = &[(1, 100), (2, 100)];
 
+/// The codecs of the compression workloads (`compression.type`).
+const COMPRESSIONS: &[&str] = &["lz4", "zstd"];
+
 /// The value sizes of the sink workloads of a full run.
 const SINK_SIZES_FULL: &[usize] = &[100, 1024];
 
@@ -269,6 +272,7 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         worker,
         connect_libs,
         connect_sinks,
+        compression: None,
     };
     let mut systems = vec![System::WasmConnect, System::Native];
     if env.connect_libs.is_some() {
@@ -375,13 +379,17 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
     // its JIT compiles the produce path. Every system's source runs got faster rep by rep, and
     // the first system of each rep paid most (docs/benchmark-journal.md §00000000); so the broker takes
     // untimed records first, and the systems take turns at going first.
-    if options.runs("source") || options.runs("sink") {
+    if options.runs("source") || options.runs("compression") || options.runs("sink") {
         let topic = suite.topic("warm-up");
         kafka::create_topic(&suite.env.bootstrap, &topic, 1).await?;
         kafka::fill(&suite.env.bootstrap, &topic, count * 3, VALUE_SIZE)?;
     }
     if options.runs("source") {
         runs.extend(suite.source_pairs(reps).await?);
+    }
+    // Compressed batches: not a headline row (a quick run leaves them out).
+    if options.runs("compression") && options.full_matrix() {
+        runs.extend(suite.compression_pairs(reps).await?);
     }
     if options.runs("sink") {
         for &value_size in suite.sink_sizes {
@@ -694,6 +702,58 @@ impl Suite {
         Ok(runs)
     }
 
+    /// The source workloads again with compressed batches, each codec set as the producers'
+    /// `compression.type` on every system alike: datagen against the native producer, and the
+    /// file read by `file-source` against Kafka Connect's `FileStreamSource` (tuned).
+    async fn compression_pairs(&mut self, reps: usize) -> Result<Vec<Run>> {
+        let mut runs = Vec::new();
+        let window = (self.timing.warm_up + self.timing.window).as_secs_f64();
+        let lines = if self.timing.strict {
+            (window * FILE_LINES_PER_S_BOUND) as u64
+        } else {
+            SMOKE_INPUT
+        };
+        let file = self.work.path().join("input").join("lines.txt");
+        std::fs::create_dir_all(file.parent().unwrap_or(self.work.path()))?;
+        write_lines(&file, lines)?;
+        for &codec in COMPRESSIONS {
+            self.env.compression = Some(codec);
+            let workload = format!("{}-{codec}", datagen_workload(1, VALUE_SIZE));
+            let generate = SourceInput::Generate {
+                tasks: 1,
+                value_size: VALUE_SIZE,
+            };
+            for rep in 0..reps {
+                for system in rotated(&[System::WasmConnect, System::Native], rep) {
+                    runs.push(
+                        self.source_window(system, &workload, &generate, rep)
+                            .await?,
+                    );
+                }
+            }
+            let mut systems = vec![System::WasmConnect];
+            systems.extend(
+                self.systems
+                    .iter()
+                    .filter(|s| **s == System::KafkaConnectTuned),
+            );
+            let read = SourceInput::File {
+                path: file.clone(),
+                lines,
+                json: false,
+            };
+            let workload = format!("source-file-1-task-{codec}");
+            for rep in 0..reps {
+                for system in rotated(&systems, rep) {
+                    runs.push(self.source_window(system, &workload, &read, rep).await?);
+                }
+            }
+        }
+        self.env.compression = None;
+        let _ = std::fs::remove_file(&file);
+        Ok(runs)
+    }
+
     /// One steady-state source run of `system` into a fresh topic (as many partitions as
     /// tasks), deleted afterwards: a window of records can be gigabytes.
     async fn source_window(
@@ -760,6 +820,10 @@ impl Suite {
                     .to_owned()
             }
             _ => converter.to_owned(),
+        };
+        let settings = match self.env.compression {
+            Some(codec) => format!("{settings}; `compression.type={codec}`"),
+            None => settings,
         };
         Ok(windowed_run(
             workload,

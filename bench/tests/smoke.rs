@@ -111,6 +111,22 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
             &["wasm-connect", "Kafka Connect, tuned"][..],
         ),
         (
+            "source-datagen-1-task-lz4",
+            &["wasm-connect", "native rdkafka"][..],
+        ),
+        (
+            "source-datagen-1-task-zstd",
+            &["wasm-connect", "native rdkafka"][..],
+        ),
+        (
+            "source-file-1-task-lz4",
+            &["wasm-connect", "Kafka Connect, tuned"][..],
+        ),
+        (
+            "source-file-1-task-zstd",
+            &["wasm-connect", "Kafka Connect, tuned"][..],
+        ),
+        (
             "sink-drop",
             &[
                 "wasm-connect, no-op plugin",

@@ -34,8 +34,8 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
+use super::OwnClient;
 use super::fetch_queues::{self, FetchQueues};
-use super::{OwnClient, TracingContext};
 
 /// A partition assignment change, in `(topic, partition)` terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +64,7 @@ pub struct SinkContext {
 
 impl ClientContext for SinkContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        TracingContext.log(level, fac, message);
+        super::route_log(self.own.as_deref(), level, fac, message);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {

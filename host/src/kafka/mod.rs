@@ -112,34 +112,7 @@ pub struct TracingContext;
 
 impl ClientContext for TracingContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        // Debug output is asked for explicitly (`debug` in the client config): all of it.
-        if !matches!(level, RDKafkaLogLevel::Debug) {
-            // One kind: same level, facility and text but for numbers (broker ids, ports,
-            // addresses, durations), so distinct messages are never held back for each other.
-            let text: String = message
-                .chars()
-                .filter(|c| !c.is_ascii_digit())
-                .take(120)
-                .collect();
-            let Some(held) = repeats().admit(&format!("log:{}:{fac}:{text}", level as i32)) else {
-                return;
-            };
-            let held = held_back(held);
-            match level {
-                RDKafkaLogLevel::Emerg
-                | RDKafkaLogLevel::Alert
-                | RDKafkaLogLevel::Critical
-                | RDKafkaLogLevel::Error => {
-                    tracing::error!(target: "librdkafka", facility = fac, "{message}{held}")
-                }
-                RDKafkaLogLevel::Warning => {
-                    tracing::warn!(target: "librdkafka", facility = fac, "{message}{held}")
-                }
-                _ => tracing::info!(target: "librdkafka", facility = fac, "{message}{held}"),
-            }
-            return;
-        }
-        tracing::debug!(target: "librdkafka", facility = fac, "{message}");
+        route_log(None, level, fac, message);
     }
 
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
@@ -148,6 +121,59 @@ impl ClientContext for TracingContext {
             tracing::warn!(target: "librdkafka", "{error}: {reason}{}", held_back(held));
         }
     }
+}
+
+/// How a client routes its log lines: a TLS failure that only a line tells (see
+/// [`security::classify_log`]) is recorded as [`route_error`] records errors; every line is
+/// logged, repeats rate-limited.
+pub(crate) fn route_log(own: Option<&OwnClient>, level: RDKafkaLogLevel, fac: &str, message: &str) {
+    if matches!(
+        level,
+        RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error
+            | RDKafkaLogLevel::Warning
+    ) && let Some(failure) = security::classify_log(message)
+    {
+        match own {
+            Some(own) => own.record(failure),
+            None => security::observe_failure(failure),
+        }
+    }
+    log_line(level, fac, message);
+}
+
+/// Log one of librdkafka's lines, repeats rate-limited ([`Repeats`]).
+fn log_line(level: RDKafkaLogLevel, fac: &str, message: &str) {
+    // Debug output is asked for explicitly (`debug` in the client config): all of it.
+    if !matches!(level, RDKafkaLogLevel::Debug) {
+        // One kind: same level, facility and text but for numbers (broker ids, ports,
+        // addresses, durations), so distinct messages are never held back for each other.
+        let text: String = message
+            .chars()
+            .filter(|c| !c.is_ascii_digit())
+            .take(120)
+            .collect();
+        let Some(held) = repeats().admit(&format!("log:{}:{fac}:{text}", level as i32)) else {
+            return;
+        };
+        let held = held_back(held);
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => {
+                tracing::error!(target: "librdkafka", facility = fac, "{message}{held}")
+            }
+            RDKafkaLogLevel::Warning => {
+                tracing::warn!(target: "librdkafka", facility = fac, "{message}{held}")
+            }
+            _ => tracing::info!(target: "librdkafka", facility = fac, "{message}{held}"),
+        }
+        return;
+    }
+    tracing::debug!(target: "librdkafka", facility = fac, "{message}");
 }
 
 impl rdkafka::consumer::ConsumerContext for TracingContext {}
@@ -189,16 +215,21 @@ impl OwnClient {
     /// if it is a failure to authenticate or to set up TLS.
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
         if let Some(failure) = security::classify(error.rdkafka_error_code(), reason) {
-            let mut slot = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-            if slot.is_none() {
-                tracing::warn!(target: "wasm_connect::kafka", "{}: {}", self.task, self.describe_failure(&failure));
-            }
-            *slot = Some(failure);
-            self.failed.store(true, Ordering::Release);
+            self.record(failure);
         }
         if let Some(held) = repeats().admit(&format!("error:{}", error_kind(&error))) {
             tracing::warn!(target: "librdkafka", "{error}: {reason}{}", held_back(held));
         }
+    }
+
+    /// Keep `failure`; the first of a run of them is logged.
+    fn record(&self, failure: security::Failure) {
+        let mut slot = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            tracing::warn!(target: "wasm_connect::kafka", "{}: {}", self.task, self.describe_failure(&failure));
+        }
+        *slot = Some(failure);
+        self.failed.store(true, Ordering::Release);
     }
 
     /// The client reached the cluster (a record was delivered, partitions were assigned): any

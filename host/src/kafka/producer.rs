@@ -17,9 +17,9 @@ use rdkafka::message::{DeliveryResult, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer as _, ProducerContext, ThreadedProducer};
 use tokio::sync::mpsc;
 
+use super::OwnClient;
 pub use super::delivery::Delivered;
 use super::delivery::{Batch, Target};
-use super::{OwnClient, TracingContext};
 use crate::offsets::Submitted;
 
 /// Where a record's delivery report goes.
@@ -103,7 +103,7 @@ pub struct AckRouter {
 
 impl ClientContext for AckRouter {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        TracingContext.log(level, fac, message);
+        super::route_log(self.own.as_deref(), level, fac, message);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {

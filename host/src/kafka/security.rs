@@ -171,6 +171,19 @@ impl<'a> Settings<'a> {
             .get(key)
             .map_or_else(|| key.to_owned(), |s| s.origin.clone())
     }
+
+    /// How the operator would write `key`, which may be absent: as written if present, else
+    /// with the prefix `near` (a key that is present) was written with
+    /// (`listeners.https.ssl.key.password` beside `listeners.https.ssl.keystore.location`).
+    fn origin_near(&self, key: &str, near: &str) -> String {
+        if self.by_key.contains_key(key) {
+            return self.origin(key);
+        }
+        match self.origin(near).strip_suffix(near) {
+            Some(prefix) => format!("{prefix}{key}"),
+            None => key.to_owned(),
+        }
+    }
 }
 
 /// Translate one client's settings (later entries override earlier ones with the same key)
@@ -720,6 +733,60 @@ impl StoreFormat {
     }
 }
 
+/// The private key in PEM text `pem` (the first key block; certificates beside it are
+/// skipped), decrypted with `password` if it is encrypted. An encrypted key without a password
+/// fails (OpenSSL would otherwise ask for one on the terminal, and the worker would wait).
+pub fn read_pem_key(
+    pem: &[u8],
+    password: Option<&str>,
+) -> Result<openssl::pkey::PKey<openssl::pkey::Private>, openssl::error::ErrorStack> {
+    match password {
+        Some(p) => openssl::pkey::PKey::private_key_from_pem_passphrase(pem, p.as_bytes()),
+        None => openssl::pkey::PKey::private_key_from_pem_callback(pem, |_| Ok(0)),
+    }
+}
+
+/// PEM text as OpenSSL reads it: each block's base64 body on lines of 64 characters. Java's
+/// PEM reader takes a block with its lines joined by spaces (a `.properties` value continued
+/// over lines with `\`, whose line breaks the file format removes), and so do we.
+fn normalize_pem(text: &str) -> String {
+    const BEGIN: &str = "-----BEGIN ";
+    const DASHES: &str = "-----";
+    let mut out = String::with_capacity(text.len() + text.len() / 64);
+    let mut rest = text;
+    while let Some(start) = rest.find(BEGIN) {
+        let after_begin = &rest[start + BEGIN.len()..];
+        let Some(label_end) = after_begin.find(DASHES) else {
+            break;
+        };
+        let label = &after_begin[..label_end];
+        let body_and_more = &after_begin[label_end + DASHES.len()..];
+        let end_marker = format!("-----END {label}-----");
+        let Some(body_end) = body_and_more.find(&end_marker) else {
+            break;
+        };
+        let body: String = body_and_more[..body_end]
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        out.push_str(&format!("-----BEGIN {label}-----\n"));
+        // Encrypted traditional keys carry headers (`Proc-Type: ...`): leave those as written.
+        if body.contains(':') {
+            out.push_str(body_and_more[..body_end].trim());
+            out.push('\n');
+        } else {
+            for line in body.as_bytes().chunks(64) {
+                out.push_str(std::str::from_utf8(line).unwrap_or_default());
+                out.push('\n');
+            }
+        }
+        out.push_str(&end_marker);
+        out.push('\n');
+        rest = &body_and_more[body_end + end_marker.len()..];
+    }
+    if out.is_empty() { text.to_owned() } else { out }
+}
+
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
@@ -865,7 +932,8 @@ fn trust_store<'a>(
                 "holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
             ));
         } else {
-            out.pairs.push(("ssl.ca.pem".to_owned(), pem.to_owned()));
+            out.pairs
+                .push(("ssl.ca.pem".to_owned(), normalize_pem(pem)));
         }
         return;
     }
@@ -932,8 +1000,19 @@ fn key_store<'a>(
                 ));
                 return;
             }
-            push("ssl.key.pem", key);
-            push("ssl.certificate.pem", chain);
+            let (key, chain) = (normalize_pem(key), normalize_pem(chain));
+            if read_pem_key(key.as_bytes(), key_password).is_err() {
+                problems.push(Problem::new(
+                    s.origin("ssl.keystore.key"),
+                    format!(
+                        "holds a private key that cannot be read (PEM; an encrypted key needs {}, and it must be right)",
+                        s.origin_near("ssl.key.password", "ssl.keystore.key")
+                    ),
+                ));
+                return;
+            }
+            push("ssl.key.pem", &key);
+            push("ssl.certificate.pem", &chain);
             if let Some(p) = key_password {
                 push("ssl.key.password", p);
             }
@@ -981,6 +1060,16 @@ fn key_store<'a>(
                 problems.push(Problem::new(
                     s.origin("ssl.keystore.location"),
                     format!("{path} must hold the private key and its certificate chain (PEM)"),
+                ));
+                return;
+            }
+            if read_pem_key(&bytes, key_password).is_err() {
+                problems.push(Problem::new(
+                    s.origin("ssl.keystore.location"),
+                    format!(
+                        "{path} holds a private key that cannot be read (an encrypted key needs {}, and it must be right)",
+                        s.origin_near("ssl.key.password", "ssl.keystore.location")
+                    ),
                 ));
                 return;
             }
@@ -1114,8 +1203,13 @@ impl Failure {
                             "certificate does not match the broker's host name: {reason}; connect by a name the certificate holds, or check ssl.endpoint.identification.algorithm"
                         )
                     } else {
+                        // librdkafka's own hint names its keys and a system package, neither
+                        // of which applies to a trust store given as Kafka's keys.
+                        let reason = reason
+                            .replace(", verify that ssl.ca.location is correctly configured or root CA certificates are installed (install ca-certificates package)", "")
+                            .replace(", verify that ssl.ca.location is correctly configured or root CA certificates are installed", "");
                         format!(
-                            "certificate not trusted: {reason}; check ssl.truststore.location (it must hold the CA that signed the broker's certificate)"
+                            "certificate not trusted: {reason}; check ssl.truststore.location (it must hold the CA that signed the broker's certificate) and that bootstrap.servers names the brokers by a host name their certificates hold"
                         )
                     }
                 } else if lower.contains("alert")
@@ -1144,6 +1238,21 @@ pub fn classify(code: Option<rdkafka::types::RDKafkaErrorCode>, reason: &str) ->
         Some(Code::SSL) => Some(Failure::Tls(reason.to_owned())),
         _ => None,
     }
+}
+
+/// A failure that librdkafka reports only in a log line: a TLS alert from the broker (under
+/// TLS 1.3 a refused client certificate arrives after the handshake, and its error is a mere
+/// transport failure).
+pub fn classify_log(message: &str) -> Option<Failure> {
+    let lower = message.to_ascii_lowercase();
+    let alert =
+        lower.contains("alert") && (lower.contains("certificate") || lower.contains("unknown ca"));
+    alert.then(|| Failure::Tls(message.to_owned()))
+}
+
+/// Record a failure of a client with the worker's settings (see [`classify_log`]).
+pub fn observe_failure(failure: Failure) {
+    *FAILURE.lock().unwrap_or_else(|e| e.into_inner()) = Some(failure);
 }
 
 /// Record what a client with the worker's settings reported, if it is a failure to
@@ -1220,6 +1329,75 @@ mod tests {
                 "a value leaked: {e}"
             );
         }
+    }
+
+    #[test]
+    fn pem_joined_by_spaces_is_rewrapped_as_openssl_reads_it() {
+        let body = "QUJD".repeat(20);
+        let joined = format!(
+            "-----BEGIN CERTIFICATE----- {} {} -----END CERTIFICATE-----",
+            &body[..40],
+            &body[40..]
+        );
+        let wrapped = normalize_pem(&joined);
+        assert_eq!(
+            wrapped,
+            format!(
+                "-----BEGIN CERTIFICATE-----\n{}\n{}\n-----END CERTIFICATE-----\n",
+                &body[..64],
+                &body[64..]
+            )
+        );
+        assert_eq!(
+            normalize_pem(&wrapped),
+            wrapped,
+            "well-formed PEM stays as it is"
+        );
+        assert_eq!(normalize_pem("not pem"), "not pem");
+    }
+
+    #[test]
+    fn an_encrypted_pem_key_needs_its_password() {
+        let key = openssl::pkey::PKey::from_ec_key(
+            openssl::ec::EcKey::generate(
+                &openssl::ec::EcGroup::from_curve_name(openssl::nid::Nid::X9_62_PRIME256V1)
+                    .unwrap(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let pem = key
+            .private_key_to_pem_pkcs8_passphrase(openssl::symm::Cipher::aes_256_cbc(), b"key-pw")
+            .unwrap();
+        assert!(read_pem_key(&pem, None).is_err());
+        assert!(read_pem_key(&pem, Some("wrong")).is_err());
+        assert!(read_pem_key(&pem, Some("key-pw")).is_ok());
+        let text = String::from_utf8(pem).unwrap();
+        let chain = "-----BEGIN CERTIFICATE-----\nQUJD\n-----END CERTIFICATE-----\n";
+        let said = problems(&[
+            ("security.protocol", "SSL"),
+            ("ssl.keystore.key", &text),
+            ("ssl.keystore.certificate.chain", chain),
+        ]);
+        assert!(
+            said.iter()
+                .any(|p| p.contains("ssl.keystore.key") && p.contains("ssl.key.password")),
+            "{said:?}"
+        );
+        assert!(!said.iter().any(|p| p.contains("key-pw")));
+    }
+
+    #[test]
+    fn a_broker_refusing_the_client_certificate_is_told_from_its_alert() {
+        let line = "ssl://localhost:19095/bootstrap: SSL handshake failed: ssl/tls alert bad certificate: SSL alert number 42 (after 0ms in state APIVERSION_QUERY)";
+        let failure = classify_log(line).unwrap();
+        assert!(
+            failure
+                .describe(None, None)
+                .starts_with("the broker refused this client's certificate: "),
+            "{failure:?}"
+        );
+        assert_eq!(classify_log("Disconnected (after 3ms in state UP)"), None);
     }
 
     #[test]

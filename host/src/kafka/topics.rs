@@ -24,6 +24,9 @@ pub struct TopicError {
     /// True when the cluster did not answer (asking again later may succeed); false when it
     /// refused (a bad name, too many partitions, not authorised).
     pub unanswered: bool,
+    /// True when the request itself is wrong (the name, the partitions or the replication
+    /// factor): asking again, or restarting, only repeats the refusal.
+    pub invalid: bool,
 }
 
 /// Creates missing topics, remembering which exist.
@@ -90,9 +93,10 @@ impl TopicCreator {
         topic: &str,
         connector: &[(String, String)],
     ) -> Result<(), TopicError> {
-        let refused = |message: String| TopicError {
+        let refused = |message: String, invalid: bool| TopicError {
             message,
             unanswered: false,
+            invalid,
         };
         if !self.enabled || self.lock().contains(topic) {
             return Ok(());
@@ -108,8 +112,8 @@ impl TopicCreator {
                     .ok_or_else(|| format!("{key}: {v:?} must be -1 or a positive integer")),
             }
         };
-        let partitions = setting(PARTITIONS, self.partitions).map_err(refused)?;
-        let replication = setting(REPLICATION, self.replication).map_err(refused)?;
+        let partitions = setting(PARTITIONS, self.partitions).map_err(|m| refused(m, true))?;
+        let replication = setting(REPLICATION, self.replication).map_err(|m| refused(m, true))?;
         let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
         let results = self
@@ -119,6 +123,7 @@ impl TopicCreator {
             .map_err(|e| TopicError {
                 message: format!("cannot create topic {topic}: {e}"),
                 unanswered: true,
+                invalid: false,
             })?;
         for result in results {
             match result {
@@ -131,12 +136,36 @@ impl TopicCreator {
                     return Err(TopicError {
                         message: format!("cannot create topic {topic}: {code}"),
                         unanswered: true,
+                        invalid: false,
                     });
                 }
+                Err((_, RDKafkaErrorCode::InvalidTopic)) => {
+                    return Err(refused(
+                        format!(
+                            "{topic:?} is not a valid topic name (Kafka allows letters, digits, '.', '_' and '-', at most 249 of them); fix the connector's topic"
+                        ),
+                        true,
+                    ));
+                }
+                Err((
+                    _,
+                    code @ (RDKafkaErrorCode::InvalidPartitions
+                    | RDKafkaErrorCode::InvalidReplicationFactor),
+                )) => {
+                    return Err(refused(
+                        format!(
+                            "cannot create topic {topic} ({partitions} partitions, replication {replication}): {code}; fix {PARTITIONS} / {REPLICATION}"
+                        ),
+                        true,
+                    ));
+                }
                 Err((_, code)) => {
-                    return Err(refused(format!(
-                        "cannot create topic {topic} ({partitions} partitions, replication {replication}): {code}; create it yourself or fix {PARTITIONS} / {REPLICATION}"
-                    )));
+                    return Err(refused(
+                        format!(
+                            "cannot create topic {topic} ({partitions} partitions, replication {replication}): {code}; create it yourself or fix {PARTITIONS} / {REPLICATION}"
+                        ),
+                        false,
+                    ));
                 }
             }
         }

@@ -505,6 +505,7 @@ impl SourceRunner {
                         }
                     }
                 }
+                Err(e) if e.invalid => return Err(Failure::fatal(e.message)),
                 Err(e) => return Err(Failure::from(e.message)),
             }
         }
