@@ -655,15 +655,7 @@ impl Suite {
         if self.systems.contains(&System::KafkaConnectTuned) {
             systems.push(System::KafkaConnectSmallHeap);
         }
-        let window = (self.timing.warm_up + self.timing.window).as_secs_f64();
-        let lines = if self.timing.strict {
-            (window * FILE_LINES_PER_S_BOUND) as u64
-        } else {
-            SMOKE_INPUT
-        };
-        let file = self.work.path().join("input").join("lines.txt");
-        std::fs::create_dir_all(file.parent().unwrap_or(self.work.path()))?;
-        write_lines(&file, lines)?;
+        let (file, lines) = self.input_file()?;
         let source = SourceInput::File {
             path: file.clone(),
             lines,
@@ -702,11 +694,9 @@ impl Suite {
         Ok(runs)
     }
 
-    /// The source workloads again with compressed batches, each codec set as the producers'
-    /// `compression.type` on every system alike: datagen against the native producer, and the
-    /// file read by `file-source` against Kafka Connect's `FileStreamSource` (tuned).
-    async fn compression_pairs(&mut self, reps: usize) -> Result<Vec<Run>> {
-        let mut runs = Vec::new();
+    /// Write the file the file-source workloads read: enough lines for a warm-up and a window
+    /// at [`FILE_LINES_PER_S_BOUND`] (a few in a smoke run). Returns its path and line count.
+    fn input_file(&self) -> Result<(std::path::PathBuf, u64)> {
         let window = (self.timing.warm_up + self.timing.window).as_secs_f64();
         let lines = if self.timing.strict {
             (window * FILE_LINES_PER_S_BOUND) as u64
@@ -716,6 +706,15 @@ impl Suite {
         let file = self.work.path().join("input").join("lines.txt");
         std::fs::create_dir_all(file.parent().unwrap_or(self.work.path()))?;
         write_lines(&file, lines)?;
+        Ok((file, lines))
+    }
+
+    /// The source workloads again with compressed batches, each codec set as the producers'
+    /// `compression.type` on every system alike: datagen against the native producer, and the
+    /// file read by `file-source` against Kafka Connect's `FileStreamSource` (tuned).
+    async fn compression_pairs(&mut self, reps: usize) -> Result<Vec<Run>> {
+        let mut runs = Vec::new();
+        let (file, lines) = self.input_file()?;
         for &codec in COMPRESSIONS {
             self.env.compression = Some(codec);
             let workload = format!("{}-{codec}", datagen_workload(1, VALUE_SIZE));
