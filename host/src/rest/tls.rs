@@ -289,13 +289,8 @@ fn identity(
 ) -> Option<Identity> {
     let password = t.get("ssl.key.password");
     let from_pem = |key: &[u8], chain: &[u8], at: String| -> Result<Identity, Problem> {
-        let pkey = match password {
-            Some(p) => openssl::pkey::PKey::private_key_from_pem_passphrase(key, p.as_bytes()),
-            // An encrypted key without a password fails here: without a callback OpenSSL would
-            // ask for a pass phrase on the terminal and the worker would wait for it.
-            None => openssl::pkey::PKey::private_key_from_pem_callback(key, |_| Ok(0)),
-        }
-        .map_err(|_| {
+        // An encrypted key without a password fails here, never prompting on the terminal.
+        let pkey = security::read_pem_key(key, password).map_err(|_| {
             Problem::new(
                 at.clone(),
                 format!(
