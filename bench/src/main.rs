@@ -106,6 +106,7 @@ fn parse_run(args: &[String]) -> Result<Options> {
         markdown_given: false,
         quick: false,
     };
+    let (mut reps, mut window, mut warm_up) = (None, None, None);
     let mut it = args.iter().skip(1);
     while let Some(arg) = it.next() {
         let mut value = || {
@@ -117,16 +118,12 @@ fn parse_run(args: &[String]) -> Result<Options> {
             "--smoke" => options.smoke = true,
             // The headline rows in about ten minutes: every throughput pair, fewer and shorter
             // runs (the intervals are wider, and say so).
-            "--quick" => {
-                options.quick = true;
-                options.reps = 3;
-                options.window = std::time::Duration::from_secs(6);
-                options.warm_up = std::time::Duration::from_secs(3);
-                options.only = vec!["source".into(), "sink".into()];
-            }
-            "--reps" => options.reps = value()?.parse().context("--reps: a number")?,
-            "--window" => options.window = seconds(&value()?, "--window")?,
-            "--warm-up" => options.warm_up = seconds(&value()?, "--warm-up")?,
+            // (its settings apply where no option of the command line says otherwise, in
+            // whatever order they come).
+            "--quick" => options.quick = true,
+            "--reps" => reps = Some(value()?.parse().context("--reps: a number")?),
+            "--window" => window = Some(seconds(&value()?, "--window")?),
+            "--warm-up" => warm_up = Some(seconds(&value()?, "--warm-up")?),
             "--worker" => options.worker = value()?.into(),
             "--connect-libs" => options.connect_libs = Some(value()?.into()),
             "--criterion" => options.criterion = Some(value()?.into()),
@@ -147,6 +144,15 @@ fn parse_run(args: &[String]) -> Result<Options> {
             other => bail!("unknown option {other:?} (see the module docs of bench/src/main.rs)"),
         }
     }
+    if options.quick {
+        options.window = std::time::Duration::from_secs(6);
+        if options.only.is_empty() {
+            options.only = vec!["source".into(), "sink".into()];
+        }
+    }
+    options.reps = reps.unwrap_or(options.reps);
+    options.window = window.unwrap_or(options.window);
+    options.warm_up = warm_up.unwrap_or(options.warm_up);
     if options.reps == 0 {
         bail!("--reps must be at least 1");
     }
@@ -259,5 +265,25 @@ mod tests {
             .expect("sinks is not a group")
             .to_string();
         assert!(error.contains("\"sinks\""), "{error}");
+    }
+
+    #[test]
+    fn quick_keeps_the_groups_and_numbers_the_command_line_names_in_any_order() {
+        let quick = parse_run(&args(&["--quick"])).expect("quick");
+        assert!(quick.quick && quick.runs("source") && quick.runs("sink"));
+        assert!(!quick.runs("density") && !quick.runs("startup"));
+        assert_eq!(quick.window, std::time::Duration::from_secs(6));
+        for order in [
+            ["--only", "source", "--quick"],
+            ["--quick", "--only", "source"],
+        ] {
+            let some = parse_run(&args(&order)).expect("quick with --only");
+            assert!(some.quick && some.runs("source"), "{order:?}");
+            assert!(!some.runs("sink"), "{order:?}: --only names the groups");
+        }
+        let longer =
+            parse_run(&args(&["--reps", "5", "--window", "20", "--quick"])).expect("quick");
+        assert_eq!(longer.reps, 5);
+        assert_eq!(longer.window, std::time::Duration::from_secs(20));
     }
 }
