@@ -87,13 +87,14 @@ fn parse_run(args: &[String]) -> Result<Options> {
     let repo = repo_root();
     let mut options = Options {
         smoke: false,
-        // Three repetitions of 10 s windows: what fits the whole matrix in the 45 minutes the
-        // benchmark issue allows on this 2-core machine (docs/benchmark-journal.md, newest
-        // entry). Every ratio is paired per repetition and its interval says how little three
-        // pairs prove; `--reps 5 --window 20` is the longer run for a machine with the time.
+        // Three repetitions of 8 s windows: what fits the whole matrix, compression included,
+        // in the 45 minutes the benchmark issue allows on this 2-core machine with a warm build
+        // cache (docs/benchmark-journal.md, newest entry). Every ratio is paired per repetition
+        // and its interval says how little three pairs prove; `--reps 5 --window 20` is the
+        // longer run for a machine with the time.
         reps: 3,
         warm_up: std::time::Duration::from_secs(3),
-        window: std::time::Duration::from_secs(10),
+        window: std::time::Duration::from_secs(8),
         worker: repo.join("target/release/wasm-connect"),
         connect_libs: None,
         criterion: None,

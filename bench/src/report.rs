@@ -575,6 +575,18 @@ pub fn write(options: &Options, results: &Results) -> Result<()> {
     Ok(())
 }
 
+/// ": startup 120 s, source 900 s, ..." (nothing when the run kept no group times).
+fn group_times(groups: &[(String, f64)]) -> String {
+    if groups.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .map(|(group, seconds)| format!("{group} {seconds:.0} s"))
+        .collect();
+    format!(" ({})", parts.join(", "))
+}
+
 fn render(options: &Options, results: &Results) -> String {
     let runs = &results.runs;
     let throughput = |w: &str, s: &str| summarize(runs, w, s, |r| r.throughput);
@@ -585,14 +597,15 @@ fn render(options: &Options, results: &Results) -> String {
     let _ = writeln!(md, "# Benchmarks\n");
     let _ = writeln!(
         md,
-        "Results of one run of the suite{}: every system on the same machine, against the same Apache Kafka 4.4 broker (KRaft, one node, loopback), {} repetitions of each throughput, start-up and memory workload: medians, with the range over repetitions in brackets. Density runs once per size; the boundary table shows criterion's means. The raw numbers are in `bench/results.json`. These measurements took {:.0} s (the whole command also builds everything and runs the boundary micro-benchmarks).\n",
+        "Results of one run of the suite{}: every system on the same machine, against the same Apache Kafka 4.4 broker (KRaft, one node, loopback), {} repetitions of each throughput, start-up and memory workload: medians, with the range over repetitions in brackets. Density runs once per size; the boundary table shows criterion's means. The raw numbers are in `bench/results.json`. These measurements took {:.0} s{} (the whole command also builds everything and runs the boundary micro-benchmarks).\n",
         if options.smoke {
             " (**smoke run: too small to mean anything**)"
         } else {
             ""
         },
         options.reps,
-        results.seconds
+        results.seconds,
+        group_times(&results.group_seconds),
     );
     let _ = writeln!(md, "## Machine\n\n{}\n", machine(&options.worker));
     let _ = writeln!(

@@ -156,6 +156,9 @@ pub struct Results {
     pub connector_density: Vec<ConnectorDensityRun>,
     pub boundary: Vec<BoundaryPoint>,
     pub seconds: f64,
+    /// Seconds each workload group took, in the order they ran (what a trimmed matrix saves).
+    #[serde(default)]
+    pub group_seconds: Vec<(String, f64)>,
     /// The untimed warm-up and the window of the steady-state workloads, in seconds.
     pub warm_up_s: f64,
     pub window_s: f64,
@@ -318,6 +321,7 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         },
     };
     let mut runs = Vec::new();
+    let mut groups = GroupClock::default();
     // A million records a run: at 300 000, a run of the worker or the native producer lasted
     // under half a second, and linger, the first batches and the broker's pauses made its
     // spread larger than the differences measured (docs/benchmark-journal.md §000). The sink's start-up
@@ -375,6 +379,7 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         }
         let _ = std::fs::remove_file(&file);
     }
+    groups.lap("startup");
     // The broker is a JVM started for this run: its first few million records are slower while
     // its JIT compiles the produce path. Every system's source runs got faster rep by rep, and
     // the first system of each rep paid most (docs/benchmark-journal.md §00000000); so the broker takes
@@ -386,15 +391,18 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
     }
     if options.runs("source") {
         runs.extend(suite.source_pairs(reps).await?);
+        groups.lap("source");
     }
     // Compressed batches: not a headline row (a quick run leaves them out).
     if options.runs("compression") && options.full_matrix() {
         runs.extend(suite.compression_pairs(reps).await?);
+        groups.lap("compression");
     }
     if options.runs("sink") {
         for &value_size in suite.sink_sizes {
             runs.extend(suite.sink_pairs(reps, value_size).await?);
         }
+        groups.lap("sink");
     }
     let mut density = Vec::new();
     let (sizes, seconds): (&[u32], u64) = if !options.runs("density") {
@@ -407,6 +415,7 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
     for &tasks in sizes {
         density.push(suite.density(tasks, Duration::from_secs(seconds)).await?);
     }
+    groups.lap("density (tasks)");
     let boundary = options
         .criterion
         .as_deref()
@@ -423,6 +432,7 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
                 latency.push(suite.latency(system, rep).await?);
             }
         }
+        groups.lap("latency");
     }
     let mut connector_density = Vec::new();
     if options.runs("density") {
@@ -438,6 +448,7 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
                     .await?,
             );
         }
+        groups.lap("density (connectors)");
     }
     Ok(Results {
         runs,
@@ -446,9 +457,38 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         connector_density,
         boundary,
         seconds: started.elapsed().as_secs_f64(),
+        group_seconds: groups.laps,
         warm_up_s: suite.timing.warm_up.as_secs_f64(),
         window_s: suite.timing.window.as_secs_f64(),
     })
+}
+
+/// How long each workload group took: a lap ends where the next begins.
+struct GroupClock {
+    since: Instant,
+    laps: Vec<(String, f64)>,
+}
+
+impl Default for GroupClock {
+    fn default() -> Self {
+        Self {
+            since: Instant::now(),
+            laps: Vec::new(),
+        }
+    }
+}
+
+impl GroupClock {
+    /// End the lap of `group` (printed, and kept for the report); groups that ran nothing
+    /// since the last lap are left out.
+    fn lap(&mut self, group: &str) {
+        let seconds = self.since.elapsed().as_secs_f64();
+        self.since = Instant::now();
+        if seconds >= 0.5 {
+            eprintln!("group {group}: {seconds:.0} s");
+            self.laps.push((group.to_owned(), seconds));
+        }
+    }
 }
 
 impl Suite {

@@ -11,17 +11,22 @@
 //! file's last newline. Those bytes belong to records whose offsets were not committed (a
 //! `flush` makes every written line durable before its offsets are returned), so the worker
 //! delivers them again and they are written whole.
+//!
+//! The connector runs one task (the default split), so that task is the only writer of its
+//! files: it writes each at the end it found on opening it. Two connectors must not name the
+//! same file.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
 
 use wasm_connect_sdk::{
     Config, ConfigDef, ConfigError, ConfigType, Connector, Error, RecordFailure, Result,
     SinkConnector, SinkRecords, SinkTask, Spec, TopicPartitionOffset, export_sink_connector,
 };
 
-/// The connector; every task writes the same way, so the default task split applies.
+/// The connector; the default split, one task, keeps one writer per file (see [`Output`]).
 pub struct FileSink;
 
 impl Connector for FileSink {
@@ -67,7 +72,63 @@ pub struct FileSinkTask {
     template: String,
     /// Whether the file name depends on the record's topic or partition.
     per_partition: bool,
-    writers: BTreeMap<String, BufWriter<File>>,
+    writers: BTreeMap<String, Output>,
+}
+
+/// Bytes of values an output buffers before writing them: the whole buffer goes to the host in
+/// one call (see [`Output`]).
+const BUFFER_BYTES: usize = 1 << 20;
+
+/// One output file, written at its end through a buffer of [`BUFFER_BYTES`].
+///
+/// Written with positional writes (`pwrite`, WASI's `descriptor.write`), not through a stream
+/// in append mode: a stream takes at most 64 KiB a call, and each call is a trip to one of the
+/// host's blocking threads and back, which cost the sink throughput; one positional write
+/// hands the host the whole buffer. Invariant: `end` is the file's length as this task last
+/// left it; the task is the file's only writer (the repair on open relies on that as well).
+struct Output {
+    file: File,
+    buffer: Vec<u8>,
+    end: u64,
+}
+
+impl Output {
+    fn append(&mut self, value: &[u8]) -> std::io::Result<()> {
+        if self.buffer.len() + value.len() + 1 > BUFFER_BYTES && !self.buffer.is_empty() {
+            self.write_out()?;
+        }
+        self.buffer.extend_from_slice(value);
+        self.buffer.push(b'\n');
+        Ok(())
+    }
+
+    /// Write the buffer at the end of the file.
+    fn write_out(&mut self) -> std::io::Result<()> {
+        let mut done = 0;
+        while done < self.buffer.len() {
+            let rest = &self.buffer[done..];
+            let at = libc::off_t::try_from(self.end + done as u64)
+                .map_err(|_| std::io::Error::other("the file is too large"))?;
+            // SAFETY: `rest` is a live, initialised buffer of `rest.len()` bytes, and the
+            // descriptor belongs to `self.file`, which outlives the call.
+            let written = unsafe {
+                libc::pwrite(self.file.as_raw_fd(), rest.as_ptr().cast(), rest.len(), at)
+            };
+            match written {
+                n if n > 0 => done += n as usize,
+                0 => return Err(std::io::ErrorKind::WriteZero.into()),
+                _ => {
+                    let error = std::io::Error::last_os_error();
+                    if error.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(error);
+                    }
+                }
+            }
+        }
+        self.end += done as u64;
+        self.buffer.clear();
+        Ok(())
+    }
 }
 
 impl FileSinkTask {
@@ -79,7 +140,7 @@ impl FileSinkTask {
     }
 
     /// The writer for `path`, opening (and if need be repairing) the file on first use.
-    fn writer(&mut self, path: &str) -> Result<&mut BufWriter<File>> {
+    fn writer(&mut self, path: &str) -> Result<&mut Output> {
         if !self.writers.contains_key(path) {
             let open = |options: &mut OpenOptions| {
                 options.create(true).open(path).map_err(|err| {
@@ -92,18 +153,19 @@ impl FileSinkTask {
                 })
             };
             let mut file = open(OpenOptions::new().read(true).write(true).truncate(false))?;
-            let cut = repair(&mut file)
+            let (cut, end) = repair(&mut file)
                 .map_err(|e| Error::retriable(format!("cannot check the end of {path}: {e}")))?;
             if cut > 0 {
                 wasm_connect_sdk::log::warn(&format!(
                     "{path}: removed an incomplete last line ({cut} bytes) left by an earlier crash; its record is delivered again"
                 ));
             }
-            // Written in append mode: even a second writer (which `file` should not have) could
-            // not overwrite what is there.
-            let file = open(OpenOptions::new().append(true))?;
-            self.writers
-                .insert(path.to_owned(), BufWriter::with_capacity(256 * 1024, file));
+            let output = Output {
+                file,
+                buffer: Vec::with_capacity(BUFFER_BYTES),
+                end,
+            };
+            self.writers.insert(path.to_owned(), output);
         }
         self.writers
             .get_mut(path)
@@ -112,15 +174,15 @@ impl FileSinkTask {
 }
 
 /// Cut `file` back to just after its last newline (to nothing if it has none), so the next
-/// write starts a line of its own. Returns how many bytes were cut.
-fn repair(file: &mut File) -> std::io::Result<u64> {
+/// write starts a line of its own. Returns how many bytes were cut, and the length kept.
+fn repair(file: &mut File) -> std::io::Result<(u64, u64)> {
     let length = file.seek(SeekFrom::End(0))?;
     let keep = complete_length(file, length)?;
     if keep < length {
         file.set_len(keep)?;
         file.sync_data()?;
     }
-    Ok(length - keep)
+    Ok((length - keep, keep))
 }
 
 /// The length of the prefix of `file` (of `length` bytes) that ends with its last newline,
@@ -175,16 +237,15 @@ impl SinkTask for FileSinkTask {
             } else {
                 self.template.clone()
             };
-            let writer = self.writer(&path)?;
+            let output = self.writer(&path)?;
             for record in (start..end).filter_map(|i| records.get(i)) {
                 let value: &[u8] = match record.value() {
                     Some(data) => data.as_bytes(),
                     None => b"null",
                 };
-                writer
-                    .write_all(value)
-                    .and_then(|()| writer.write_all(b"\n"))
-                    .map_err(|e| Error::fatal(format!("cannot write: {e}")))?;
+                output
+                    .append(value)
+                    .map_err(|e| Error::fatal(format!("cannot write {path}: {e}")))?;
             }
             start = end;
         }
@@ -192,18 +253,18 @@ impl SinkTask for FileSinkTask {
     }
 
     fn flush(&mut self, offsets: Vec<TopicPartitionOffset>) -> Result<Vec<TopicPartitionOffset>> {
-        for (path, writer) in &mut self.writers {
-            writer
-                .flush()
-                .and_then(|()| writer.get_ref().sync_data())
+        for (path, output) in &mut self.writers {
+            output
+                .write_out()
+                .and_then(|()| output.file.sync_data())
                 .map_err(|e| Error::retriable(format!("cannot flush {path}: {e}")))?;
         }
         Ok(offsets)
     }
 
     fn stop(&mut self) {
-        for writer in self.writers.values_mut() {
-            let _ = writer.flush();
+        for output in self.writers.values_mut() {
+            let _ = output.write_out();
         }
     }
 }
