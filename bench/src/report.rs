@@ -575,7 +575,7 @@ pub fn write(options: &Options, results: &Results) -> Result<()> {
     Ok(())
 }
 
-/// ": startup 120 s, source 900 s, ..." (nothing when the run kept no group times).
+/// " (startup 120 s, source 900 s, ...)" (nothing when the run kept no group times).
 fn group_times(groups: &[(String, f64)]) -> String {
     if groups.is_empty() {
         return String::new();

@@ -321,7 +321,7 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         },
     };
     let mut runs = Vec::new();
-    let mut groups = GroupClock::default();
+    let mut groups = GroupClock::start();
     // A million records a run: at 300 000, a run of the worker or the native producer lasted
     // under half a second, and linger, the first batches and the broker's pauses made its
     // spread larger than the differences measured (docs/benchmark-journal.md §000). The sink's start-up
@@ -379,7 +379,12 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         }
         let _ = std::fs::remove_file(&file);
     }
-    groups.lap("startup");
+    // Without the startup group this was the compile cache's filling alone.
+    groups.lap(if options.runs("startup") {
+        "startup"
+    } else {
+        "compile cache"
+    });
     // The broker is a JVM started for this run: its first few million records are slower while
     // its JIT compiles the produce path. Every system's source runs got faster rep by rep, and
     // the first system of each rep paid most (docs/benchmark-journal.md §00000000); so the broker takes
@@ -415,7 +420,9 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
     for &tasks in sizes {
         density.push(suite.density(tasks, Duration::from_secs(seconds)).await?);
     }
-    groups.lap("density (tasks)");
+    if options.runs("density") {
+        groups.lap("density (tasks)");
+    }
     let boundary = options
         .criterion
         .as_deref()
@@ -463,31 +470,29 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
     })
 }
 
-/// How long each workload group took: a lap ends where the next begins.
+/// How long each workload group took: a lap ends where the next begins, so time between
+/// groups (the broker's warm-up) counts toward the group after it. Lapped only for groups
+/// that ran.
 struct GroupClock {
     since: Instant,
     laps: Vec<(String, f64)>,
 }
 
-impl Default for GroupClock {
-    fn default() -> Self {
+impl GroupClock {
+    fn start() -> Self {
         Self {
             since: Instant::now(),
             laps: Vec::new(),
         }
     }
-}
 
-impl GroupClock {
-    /// End the lap of `group` (printed, and kept for the report); groups that ran nothing
-    /// since the last lap are left out.
+    /// End the lap of `group` (printed, and kept for the report).
     fn lap(&mut self, group: &str) {
-        let seconds = self.since.elapsed().as_secs_f64();
-        self.since = Instant::now();
-        if seconds >= 0.5 {
-            eprintln!("group {group}: {seconds:.0} s");
-            self.laps.push((group.to_owned(), seconds));
-        }
+        let now = Instant::now();
+        let seconds = now.duration_since(self.since).as_secs_f64();
+        self.since = now;
+        eprintln!("group {group}: {seconds:.0} s");
+        self.laps.push((group.to_owned(), seconds));
     }
 }
 
