@@ -104,6 +104,11 @@ const WINDOWED: &[(&str, &str, &str)] = &[
         "As `sink-drop`, reading a topic of 1 KiB values.",
     ),
     (
+        "sink-drop-2-task-1KiB",
+        "sink, 1 KiB values, records dropped, 2 tasks, 2 partitions",
+        "As `sink-drop-2-task`, reading a topic of 1 KiB values.",
+    ),
+    (
         "sink-file-1KiB",
         "sink, 1 KiB values appended to a file, 1 task",
         "As `sink-file`, reading a topic of 1 KiB values (wasm-connect and the native consumer only).",
@@ -381,6 +386,27 @@ const COMPARISONS: &[Comparison] = &[
     compare("sink-drop-1KiB", NO_OP, NATIVE, Metric::PerCpuSecond, None),
     compare(
         "sink-drop-1KiB",
+        NO_OP,
+        CONNECT_TUNED,
+        Metric::PerCpuSecond,
+        Some(3.0),
+    ),
+    compare(
+        "sink-drop-2-task-1KiB",
+        NO_OP,
+        NATIVE,
+        Metric::Throughput,
+        Some(0.9),
+    ),
+    compare(
+        "sink-drop-2-task-1KiB",
+        NO_OP,
+        NATIVE,
+        Metric::PerCpuSecond,
+        None,
+    ),
+    compare(
+        "sink-drop-2-task-1KiB",
         NO_OP,
         CONNECT_TUNED,
         Metric::PerCpuSecond,

@@ -159,6 +159,14 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
                 "Kafka Connect, tuned",
             ][..],
         ),
+        (
+            "sink-drop-2-task-1KiB",
+            &[
+                "wasm-connect, no-op plugin",
+                "native rdkafka",
+                "Kafka Connect, tuned",
+            ][..],
+        ),
         ("sink-file-1KiB", &["wasm-connect", "native rdkafka"][..]),
         ("recovery", &["wasm-connect", "Kafka Connect, tuned"][..]),
     ] {
