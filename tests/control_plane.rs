@@ -29,7 +29,9 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use wasm_connect_tests::kafka::{self, consume, create_topic, unique_topic};
 use wasm_connect_tests::plugins_with;
-use wasm_connect_tests::rest::{block, create, get, start_neighbour, task_metrics};
+use wasm_connect_tests::rest::{
+    block, create, get, start_neighbour, task_metrics, task_status, wait_for_state,
+};
 use wasm_connect_tests::worker::{Worker, eventually, lines};
 
 /// `method path` with an optional JSON body: the status and the body as JSON.
@@ -830,4 +832,235 @@ async fn a_fenced_sink_task_fails_and_restarts_with_a_new_consumer() {
     );
     let (status, log) = worker.stop();
     assert!(status.success(), "{log}");
+}
+
+/// How often `needle` is in `text`.
+fn count(text: &str, needle: &str) -> usize {
+    text.matches(needle).count()
+}
+
+/// A connector stored by an earlier run whose plugin hangs in `task-configs` while the worker
+/// restores it (a data directory written before task configs were stored, so the worker must
+/// split it) holds up nothing but itself: meanwhile another connector is created, paused,
+/// resumed and deleted, each answered while the stored one is still in its split.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stored_connector_hanging_at_start_holds_up_no_other_connector() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &["datagen"], &["misbehave"]);
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let stuck = json!({"connectors": {"stuck": {"target_state": "RUNNING", "config": {
+        "name": "stuck", "connector.class": "misbehave", "mode": "sleep",
+        "sleep.in": "task-configs", "sleep.ms": "600000", "topic": unique_topic("stuck")}}}});
+    std::fs::write(data.join("connectors.json"), stuck.to_string()).unwrap();
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+        // The split hangs for the whole test (its call's deadline is longer).
+        ("sandbox.config.wall.timeout.ms", "600000".to_owned()),
+        ("task.shutdown.graceful.timeout.ms", "1000".to_owned()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.early_rest_url(Duration::from_secs(120));
+    worker.wait_for_log("sleeping in task-configs", Duration::from_secs(60));
+
+    let topic = unique_topic("beside-stuck");
+    create_topic(&topic, 1).await;
+    let config = json!({"connector.class": "datagen", "topic": topic, "rate": "10",
+        "value.converter": "string"});
+    assert_eq!(create(&url, "other", config).await, StatusCode::CREATED);
+    for (path, expected) in [
+        ("/connectors/other/pause", StatusCode::ACCEPTED),
+        ("/connectors/other/resume", StatusCode::ACCEPTED),
+    ] {
+        let (status, body) = call(&url, reqwest::Method::PUT, path).await;
+        assert_eq!(status, expected, "{path}: {body}");
+    }
+    let (status, body) = call(&url, reqwest::Method::DELETE, "/connectors/other").await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    // All of that while the stored connector was still in its split.
+    let stuck_status = get(&url, "/connectors/stuck/status").await;
+    assert_eq!(
+        stuck_status["connector"]["state"], "UNASSIGNED",
+        "{stuck_status}"
+    );
+    let log = worker.log_text();
+    assert_eq!(count(&log, "misbehave: task-configs called"), 1, "{log}");
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("connector configured") && l.contains("connector=stuck")),
+        "{log}"
+    );
+    // SIGTERM ends it while the stored connector's split still hangs.
+    let (status, log) = worker.stop();
+    assert!(status.success(), "{log}");
+}
+
+/// `PUT /connector-plugins/{name}/config/validate` asks the plugin's `validate` and the
+/// worker's own checks without creating the connector or splitting its work (the test plugin
+/// logs every call the worker makes).
+#[tokio::test(flavor = "multi_thread")]
+async fn validate_never_creates_the_connector() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &[], &["misbehave"]);
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    let validated: Value = reqwest::Client::new()
+        .put(format!("{url}/connector-plugins/misbehave/config/validate"))
+        .json(
+            &json!({"connector.class": "misbehave", "name": "checked", "mode": "log",
+            "tasks.max": "3"}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(validated["error_count"], 0, "{validated}");
+    let log = worker.log_text();
+    assert_eq!(count(&log, "misbehave: validate called"), 1, "{log}");
+    assert_eq!(count(&log, "misbehave: create called"), 0, "{log}");
+    assert_eq!(count(&log, "misbehave: task-configs called"), 0, "{log}");
+    let (status, log) = worker.stop();
+    assert!(status.success(), "{log}");
+}
+
+/// A worker restarted on its data directory runs its connectors' stored task configs: the
+/// connector is created again, but its work is not split again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_worker_runs_the_stored_task_configs_without_splitting() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &[], &["misbehave"]);
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    let config = json!({"connector.class": "misbehave", "mode": "sleep", "sleep.ms": "100",
+        "tasks": "2", "tasks.max": "2", "topic": unique_topic("stored-split")});
+    assert_eq!(create(&url, "kept", config).await, StatusCode::CREATED);
+    wait_for_state(&url, "kept", "RUNNING", Duration::from_secs(60));
+    let tasks_before = get(&url, "/connectors/kept/tasks").await;
+    let log = worker.log_text();
+    assert_eq!(count(&log, "misbehave: task-configs called"), 1, "{log}");
+    let (status, log) = worker.stop();
+    assert!(status.success(), "{log}");
+    let stored: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("data/connectors.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        stored["connectors"]["kept"]["tasks"]
+            .as_array()
+            .map(Vec::len),
+        Some(2),
+        "{stored}"
+    );
+
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    for id in 0..2 {
+        let mut last = Value::Null;
+        let running = eventually(Duration::from_secs(60), || {
+            last = block(task_status(&url, "kept", id));
+            last["state"] == "RUNNING"
+        });
+        assert!(running, "task {id}: {last}");
+    }
+    assert_eq!(get(&url, "/connectors/kept/tasks").await, tasks_before);
+    let log = worker.log_text();
+    assert_eq!(count(&log, "misbehave: create called"), 1, "{log}");
+    assert_eq!(count(&log, "misbehave: task-configs called"), 0, "{log}");
+    let (status, log) = worker.stop();
+    assert!(status.success(), "{log}");
+}
+
+/// A sink whose `flush` hangs is deleted within the shutdown grace: the flush is abandoned
+/// (nothing it did not vouch for is committed), not waited on for its own deadline.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sink_hanging_in_flush_is_deleted_within_the_shutdown_grace() {
+    let (dir, plugins, out) = flaky_sink_setup();
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+        ("offset.flush.interval.ms", "300".to_owned()),
+        ("task.shutdown.graceful.timeout.ms", "2000".to_owned()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    let topic = unique_topic("hung-flush");
+    create_topic(&topic, 1).await;
+    let file = out.join("lines.txt");
+    // The flush's own deadline is far longer than the grace.
+    let sink = json!({"connector.class": "flaky-sink", "topics": topic,
+        "file": file.display().to_string(), "fail.times": "0",
+        "sleep.in": "flush", "sleep.ms": "600000", "sandbox.flush.wall.timeout.ms": "600000",
+        "sandbox.fs.write": out.display().to_string(), "value.converter": "string"});
+    assert_eq!(create(&url, "hung", sink).await, StatusCode::CREATED);
+    kafka::produce(&topic, &[b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+    worker.wait_for_log("sleeping in flush", Duration::from_secs(60));
+    let deleted = tokio::time::timeout(
+        Duration::from_secs(60),
+        call(&url, reqwest::Method::DELETE, "/connectors/hung"),
+    )
+    .await
+    .expect("the delete waited for the plugin's flush");
+    assert_eq!(deleted.0, StatusCode::NO_CONTENT, "{}", deleted.1);
+    let log = worker.log_text();
+    assert!(
+        log.contains("flush did not return within 2000 ms of the stop request"),
+        "{log}"
+    );
+    let (status, log) = worker.stop();
+    assert!(status.success(), "{log}");
+}
+
+/// SIGTERM ends the worker within the documented bound (`task.shutdown.graceful.timeout.ms`
+/// plus 20 s) even while two plugins hang: a source in `poll` and a sink in `put`.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_ends_the_worker_within_its_bound_with_hung_plugins() {
+    let (dir, plugins, out) = flaky_sink_setup();
+    let misbehave = wasm_connect_tests::test_plugin_file("misbehave");
+    std::fs::copy(&misbehave, plugins.join("misbehave.wasm")).unwrap();
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+        ("task.shutdown.graceful.timeout.ms", "1000".to_owned()),
+        ("sandbox.call.wall.timeout.ms", "600000".to_owned()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    let source = json!({"connector.class": "misbehave", "mode": "sleep", "sleep.ms": "600000",
+        "topic": unique_topic("hung-poll")});
+    assert_eq!(
+        create(&url, "hung-source", source).await,
+        StatusCode::CREATED
+    );
+    let topic = unique_topic("hung-put");
+    create_topic(&topic, 1).await;
+    let sink = json!({"connector.class": "flaky-sink", "topics": topic,
+        "file": out.join("lines.txt").display().to_string(), "fail.times": "0",
+        "sleep.in": "put", "sleep.ms": "600000",
+        "sandbox.fs.write": out.display().to_string(), "value.converter": "string"});
+    assert_eq!(create(&url, "hung-sink", sink).await, StatusCode::CREATED);
+    kafka::produce(&topic, &[b"x".to_vec()]);
+    worker.wait_for_log("sleeping in put", Duration::from_secs(60));
+    worker.wait_for_log("sleeping in poll", Duration::from_secs(60));
+    let asked = std::time::Instant::now();
+    let (status, log) = worker.stop();
+    let took = asked.elapsed();
+    // It exited on its own (the harness kills it after 90 s); the abandoned `put` fails its
+    // task, so the exit code says a task failed.
+    assert!(status.code().is_some(), "{status}:\n{log}");
+    // The documented bound (docs/configuration.md): the grace, 10 s for the tasks' Kafka work,
+    // 10 s for the producer's flush.
+    assert!(
+        took < Duration::from_secs(21),
+        "stopping took {took:?}:\n{log}"
+    );
 }

@@ -9,7 +9,9 @@
 //! - [`offsets`]: the source offset store and acknowledgement tracking.
 //! - [`task`]: the source and sink task loops.
 //! - [`errors`]: error tolerance, error logging and dead-letter queues.
-//! - [`herder`]: the worker: shared parts and connector/task lifecycle.
+//! - [`storage`]: the config log and status store behind traits (files and memory today).
+//! - [`herder`]: decides what runs: the control loop and one actor per connector.
+//! - [`worker`]: runs what the herder decided: connectors and tasks by id.
 //! - [`broker`]: the embedded broker used when no cluster is configured.
 //! - [`cli`]: the `wasm-connect` command line.
 
@@ -27,5 +29,6 @@ pub mod plugin;
 pub mod registry;
 pub mod rest;
 pub mod sandbox;
+pub mod storage;
 pub mod task;
 pub mod worker;

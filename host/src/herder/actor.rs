@@ -1,14 +1,21 @@
-//! One actor per connector: a tokio task that owns the connector's long-lived instance (created
-//! when the connector starts, asked for task configs, kept until it stops), its target state,
-//! its tasks' handles, and its retries. Commands for the connector arrive in order on its queue,
-//! so the slow work they need (instantiating the plugin, `validate`, `task-configs`, stopping
-//! tasks) holds up only this connector's later commands, never the control loop or another
-//! connector. After every change the actor publishes its [`ConnectorView`] for reads.
+//! One actor per connector: a tokio task holding the connector's state machine: its config and
+//! target state as stored, its running connector (from the worker), the split its tasks run
+//! from, whether it failed or waits to retry, and its retries. Commands for the connector
+//! arrive in order on its queue, so the slow work they need (preparing the plugin, `validate`,
+//! `task-configs`, stopping tasks) holds up only this connector's later commands, never the
+//! control loop or another connector. After every change it publishes its [`ConnectorView`]
+//! for reads and its state to the status store.
+//!
+//! Stored first, acted on after: a change to what is stored (config, split, target state,
+//! removal) is checked, appended to the config log, and applied only when its event comes back
+//! from the log (through the control loop, as [`Command::Stored`]), as Kafka Connect's herder
+//! reacts to its config store's callbacks. The requester is answered then. So a failed write
+//! changes nothing that runs, and what runs is what the log holds.
 //!
 //! Invariants: only this actor starts or stops the connector's tasks and changes its state;
-//! a config or target change is stored (through the control loop) before it is acknowledged.
+//! tasks run only from the stored split; appends of this actor are applied in log order.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,16 +23,15 @@ use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::control::Message;
 use super::status::{ConnectorInfo, ConnectorStatus};
-use super::store::TargetState;
 use super::view::{ConnectorView, Snapshot, info_of, status_of};
-use super::{HerderError, offsets};
+use super::{HerderError, Runtime};
 use crate::config::ConnectorConfig;
-use crate::sandbox::ConnectorInstance;
-use crate::task::{ActiveTopics, Control, TaskState};
-use crate::worker::{
-    NotPrepared, Prepared, Shared, TaskHandle, claim_of, prepare, problems_message, spawn_task,
-    split, stop_all,
+use crate::storage::{
+    ConfigEvent, ConfigLog, ConfigRecord, ConnectorState, ConnectorTaskId, Pairs, StoredStatus,
+    TargetState, config::same_split,
 };
+use crate::task::{ActiveTopics, Control, TaskMetrics, TaskState};
+use crate::worker::{ConnectorOps, problems_message};
 
 /// A connector is split again on its own request at most this often; requests meanwhile are
 /// coalesced into the next split, so a plugin asking in a loop costs one split (and at most one
@@ -39,13 +45,14 @@ const MONITOR_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_mill
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, HerderError>>;
 
 /// Where a connector being started comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Origin {
-    /// Created now (REST, a connector file): a bad config is refused and nothing is kept.
+    /// Created now (REST, a connector file): a bad config is refused and nothing is stored.
     Created,
-    /// Stored by an earlier run: a config that no longer checks out (say its plugin was
+    /// Stored by an earlier run, with the split stored then (if any), which its tasks start
+    /// from without splitting again. A config that no longer checks out (say its plugin was
     /// removed) is kept, FAILED with the reason, so it is not lost.
-    Stored,
+    Stored { split: Option<Vec<Pairs>> },
 }
 
 /// What a connector's actor is asked to do.
@@ -89,6 +96,8 @@ pub(crate) enum Command {
     Delete {
         reply: Reply<()>,
     },
+    /// A record about this connector is stored (read back from the config log).
+    Stored(ConfigEvent),
     /// Stop the tasks, keep the connector stored: the worker is stopping. Replies records
     /// done and failed tasks.
     Shutdown {
@@ -105,19 +114,18 @@ impl Command {
             }
             Command::SetTarget { reply, .. }
             | Command::RestartTask { reply, .. }
-            | Command::Delete { reply } => {
+            | Command::Delete { reply }
+            | Command::AlterOffsets { reply, .. }
+            | Command::ResetOffsets { reply } => {
                 let _ = reply.send(Err(error));
             }
             Command::Restart { reply, .. } => {
                 let _ = reply.send(Err(error));
             }
-            Command::AlterOffsets { reply, .. } | Command::ResetOffsets { reply } => {
-                let _ = reply.send(Err(error));
-            }
             Command::Shutdown { reply } => {
                 let _ = reply.send((0, 0));
             }
-            Command::PluginsChanged => {}
+            Command::PluginsChanged | Command::Stored(_) => {}
         }
     }
 }
@@ -128,8 +136,9 @@ pub(crate) struct ActorHandle {
 }
 
 /// Start the actor of connector `config.name`; it does nothing until its first command.
-pub(crate) fn spawn(
-    shared: Arc<Shared>,
+pub(crate) fn spawn<W: Runtime>(
+    worker: Arc<W>,
+    log: Arc<dyn ConfigLog>,
     config: ConnectorConfig,
     snapshot: Arc<Snapshot>,
     control: mpsc::UnboundedSender<Message>,
@@ -137,20 +146,24 @@ pub(crate) fn spawn(
     let (commands, queue) = mpsc::unbounded_channel();
     let actor = Actor {
         name: config.name.clone(),
-        shared,
+        worker,
+        log,
         config,
         target: TargetState::Running,
         failure: None,
         retrying: None,
-        prepared: None,
-        instance: None,
-        tasks: Vec::new(),
+        connector: None,
+        split: None,
+        running: BTreeMap::new(),
         topics: ActiveTopics::default(),
         reconfigure: Arc::new(Notify::new()),
         split_failures: VecDeque::new(),
         retry_at: None,
         resplit_allowed: tokio::time::Instant::now(),
         monitor_at: None,
+        applied: 0,
+        started: false,
+        pending: VecDeque::new(),
         snapshot,
         control,
     };
@@ -165,22 +178,70 @@ enum Flow {
     Exit,
 }
 
-struct Actor {
+/// A split, or why it could not be had and is retried.
+type Split = Result<Vec<Pairs>, String>;
+
+/// A change appended to the config log, applied when its last record comes back.
+struct Pending<C> {
+    /// The offsets of its records.
+    first: u64,
+    last: u64,
+    change: Staged<C>,
+}
+
+/// What is applied when a change's records come back from the log.
+enum Staged<C> {
+    /// Start a connector (created, or restored without a stored split) with its new
+    /// connector instance and split.
+    Start {
+        connector: C,
+        split: Split,
+        reply: Reply<(bool, ConnectorInfo)>,
+    },
+    /// Run a new config.
+    Reconfigure {
+        config: ConnectorConfig,
+        connector: C,
+        split: Split,
+        reply: Option<Reply<(bool, ConnectorInfo)>>,
+    },
+    /// Run, pause or stop.
+    Target {
+        target: TargetState,
+        reply: Reply<()>,
+    },
+    /// Restart the tasks on a new split of the running connector.
+    Split { split: Vec<Pairs> },
+    /// Restart the connector (a new instance, and its split, changed or not).
+    Restart {
+        connector: C,
+        split: Split,
+        include_tasks: bool,
+        only_failed: bool,
+        reply: Reply<ConnectorStatus>,
+    },
+    /// Remove the connector.
+    Delete { reply: Reply<()> },
+}
+
+struct Actor<W: Runtime> {
     name: String,
-    shared: Arc<Shared>,
-    /// The config as the operator gave it.
+    worker: Arc<W>,
+    log: Arc<dyn ConfigLog>,
+    /// The config as the operator gave it (what the log holds, once started).
     config: ConnectorConfig,
     target: TargetState,
     /// Why the connector is FAILED; it runs no tasks until restarted or given a new config.
     failure: Option<String>,
     /// Why the last split failed retriably, while a retry is scheduled.
     retrying: Option<String>,
-    prepared: Option<Arc<Prepared>>,
-    /// The connector instance that split the work, kept for the next split. Only ever used
-    /// through `&mut self` (`get_mut`, never locked): the mutex is there because a store is
-    /// `Send` but not `Sync`, and the actor's future holds `&self` across awaits.
-    instance: Option<std::sync::Mutex<ConnectorInstance>>,
-    tasks: Vec<TaskHandle>,
+    /// The connector as the worker runs it: its instance (kept for the next split) and its
+    /// settings. `None` until prepared, and when its config does not check out.
+    connector: Option<W::Connector>,
+    /// The stored split the tasks run from; `None` until one is stored.
+    split: Option<Vec<Pairs>>,
+    /// The tasks started here, by task id.
+    running: BTreeMap<u32, Arc<TaskMetrics>>,
     topics: ActiveTopics,
     /// Notified by `context.request-reconfiguration` from the connector instance or any of its
     /// tasks' instances. One per actor, so a request is never lost across a config change.
@@ -194,11 +255,17 @@ struct Actor {
     /// When the connector's `monitor` is called next; `None` while it is not to be monitored
     /// (not RUNNING, failed, waiting to retry a split, or a contract without `monitor`).
     monitor_at: Option<tokio::time::Instant>,
+    /// The offset of the last config event applied.
+    applied: u64,
+    /// Whether the connector was started (or failed to): until then its status is UNASSIGNED.
+    started: bool,
+    /// Appended changes waiting for their records to come back, in log order.
+    pending: VecDeque<Pending<W::Connector>>,
     snapshot: Arc<Snapshot>,
     control: mpsc::UnboundedSender<Message>,
 }
 
-impl Actor {
+impl<W: Runtime> Actor<W> {
     async fn run(mut self, mut queue: mpsc::UnboundedReceiver<Command>) {
         loop {
             self.schedule_monitor();
@@ -210,8 +277,8 @@ impl Actor {
                 command = queue.recv() => {
                     let Some(command) = command else {
                         // The control loop is gone: stop what runs.
-                        stop_all(&mut self.tasks).await;
-                        self.replace_instance(None).await;
+                        self.stop_tasks().await;
+                        self.stop_connector().await;
                         return;
                     };
                     if self.handle(command).await == Flow::Exit {
@@ -248,9 +315,9 @@ impl Actor {
             && self.failure.is_none()
             && self.retrying.is_none()
             && self
-                .instance
-                .as_mut()
-                .is_some_and(|i| i.get_mut().is_ok_and(|i| i.is_created() && i.monitors()));
+                .connector
+                .as_ref()
+                .is_some_and(|c| c.is_created() && c.monitors());
         match (monitored, self.monitor_at) {
             (false, _) => self.monitor_at = None,
             (true, None) => {
@@ -261,10 +328,10 @@ impl Actor {
     }
 
     fn monitor_interval(&self) -> std::time::Duration {
-        self.prepared
+        self.connector
             .as_ref()
-            .map_or(self.shared.config.task.monitor_interval, |p| {
-                p.settings.monitor_interval
+            .map_or(std::time::Duration::from_secs(60), |c| {
+                c.facts().monitor_interval
             })
     }
 
@@ -272,12 +339,11 @@ impl Actor {
     /// when it fails for good, and set when it is called next.
     async fn monitor(&mut self) {
         let interval = self.monitor_interval();
-        let Some(instance) = self.instance.as_mut() else {
+        let Some(connector) = self.connector.as_mut() else {
             self.monitor_at = None;
             return;
         };
-        let instance = instance.get_mut().unwrap_or_else(|e| e.into_inner());
-        match instance.monitor().await {
+        match connector.monitor().await {
             Ok(report) => {
                 let next = report.next_call_ms.map_or(interval, |ms| {
                     std::time::Duration::from_millis(u64::from(ms)).max(MONITOR_MIN_INTERVAL)
@@ -296,23 +362,11 @@ impl Actor {
                 self.monitor_at = Some(tokio::time::Instant::now() + interval);
             }
             Err(e) => {
-                stop_all(&mut self.tasks).await;
+                self.stop_tasks().await;
                 self.fail(e.to_string());
                 self.publish();
             }
         }
-    }
-
-    /// Stop the connector instance that runs (if any) and keep `next` in its place.
-    async fn replace_instance(&mut self, next: Option<ConnectorInstance>) {
-        if let Some(old) = self.instance.take() {
-            let mut old = old.into_inner().unwrap_or_else(|e| e.into_inner());
-            if let Err(e) = old.stop().await {
-                tracing::warn!(connector = %self.name, "the connector's stop failed: {e}");
-            }
-        }
-        self.instance = next.map(std::sync::Mutex::new);
-        self.monitor_at = None;
     }
 
     async fn handle(&mut self, command: Command) -> Flow {
@@ -321,80 +375,56 @@ impl Actor {
                 target,
                 origin,
                 reply,
-            } => {
-                let outcome = self.start(target, origin).await;
-                let failed = outcome.is_err();
-                if failed && origin == Origin::Created {
-                    // Tasks may have started before the config could be stored.
-                    self.retire().await;
-                    // Nothing was created: the control loop forgets the name, then answers.
-                    let _ = self.control.send(Message::Gone {
-                        name: self.name.clone(),
-                        persist: false,
-                        then: Box::new(move |_| {
-                            let _ = reply.send(outcome.map(|info| (true, info)));
-                        }),
-                    });
-                    return Flow::Exit;
-                }
-                let _ = reply.send(outcome.map(|info| (true, info)));
-            }
-            Command::Reconfigure { config, reply } => {
-                let outcome = self.reconfigure(config).await;
-                let _ = reply.send(outcome.map(|info| (false, info)));
-            }
-            Command::SetTarget { target, reply } => {
-                let _ = reply.send(self.set_target(target).await);
-            }
+            } => return self.start(target, origin, reply).await,
+            Command::Reconfigure { config, reply } => self.reconfigure(config, Some(reply)).await,
+            Command::SetTarget { target, reply } => self.set_target(target, reply).await,
             Command::Restart {
                 include_tasks,
                 only_failed,
                 reply,
-            } => {
-                let _ = reply.send(self.restart(include_tasks, only_failed).await);
-            }
+            } => self.restart(include_tasks, only_failed, reply).await,
             Command::RestartTask { id, reply } => {
                 let _ = reply.send(self.restart_task(id).await);
             }
             Command::AlterOffsets { changes, reply } => {
                 let outcome = async {
                     self.require_stopped()?;
-                    offsets::alter(&self.shared, &self.name, &self.view(), &changes).await
+                    self.worker
+                        .alter_offsets(&self.name, &self.view(), &changes)
+                        .await
                 };
                 let _ = reply.send(outcome.await);
             }
             Command::ResetOffsets { reply } => {
                 let outcome = async {
                     self.require_stopped()?;
-                    offsets::reset(&self.shared, &self.name, &self.view()).await
+                    self.worker.reset_offsets(&self.name, &self.view()).await
                 };
                 let _ = reply.send(outcome.await);
             }
             Command::PluginsChanged => self.follow_plugin().await,
             Command::Delete { reply } => {
                 tracing::info!(connector = %self.name, "deleting connector {}: stopping its tasks", self.name);
-                self.retire().await;
-                let _ = self.control.send(Message::Gone {
+                let removed = ConfigRecord::Removed {
                     name: self.name.clone(),
-                    persist: true,
-                    then: Box::new(move |stored| {
-                        let _ = reply.send(stored);
+                };
+                match self.append(vec![removed]).await {
+                    Ok((first, last)) => self.pending.push_back(Pending {
+                        first,
+                        last,
+                        change: Staged::Delete { reply },
                     }),
-                });
-                return Flow::Exit;
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
             }
+            Command::Stored(event) => return self.stored(event).await,
             Command::Shutdown { reply } => {
                 // Read once the tasks have stopped: their final counts and states.
-                let metrics: Vec<_> = self.tasks.iter().map(|t| Arc::clone(&t.metrics)).collect();
-                stop_all(&mut self.tasks).await;
-                // The connector's `stop` gets the grace a task's does; past it, it is dropped.
-                let grace = self.shared.config.task.shutdown_grace;
-                if tokio::time::timeout(grace, self.replace_instance(None))
-                    .await
-                    .is_err()
-                {
-                    tracing::warn!(connector = %self.name, "the connector's stop did not return within {grace:?} (task.shutdown.graceful.timeout.ms); abandoned");
-                }
+                let metrics: Vec<_> = self.running.values().cloned().collect();
+                self.stop_tasks().await;
+                self.stop_connector().await;
                 let done = metrics.iter().map(|m| m.done()).sum();
                 let failed = metrics
                     .iter()
@@ -408,163 +438,527 @@ impl Actor {
         Flow::Continue
     }
 
+    /// Append `records` to the config log; their first and last offsets once stored.
+    async fn append(&self, records: Vec<ConfigRecord>) -> Result<(u64, u64), HerderError> {
+        let events = self.log.append(records).await.map_err(|e| {
+            HerderError::Internal(format!(
+                "the change to connector {} was not stored, so nothing changed: {e}",
+                self.name
+            ))
+        })?;
+        match (events.first(), events.last()) {
+            (Some(first), Some(last)) => Ok((first.offset, last.offset)),
+            _ => Err(HerderError::Internal("worker bug: nothing appended".into())),
+        }
+    }
+
+    /// A record about this connector came back from the log: apply the change it completes,
+    /// or, if another writer stored it, react to it.
+    async fn stored(&mut self, event: ConfigEvent) -> Flow {
+        if event.offset <= self.applied {
+            return Flow::Continue;
+        }
+        if let Some(pending) = self.pending.front()
+            && (pending.first..=pending.last).contains(&event.offset)
+        {
+            if event.offset < pending.last {
+                return Flow::Continue;
+            }
+            self.applied = event.offset;
+            let Some(pending) = self.pending.pop_front() else {
+                return Flow::Continue;
+            };
+            return self.apply(pending.change).await;
+        }
+        self.applied = event.offset;
+        self.foreign(event.record).await
+    }
+
+    /// Apply a change of this actor's whose records are stored.
+    async fn apply(&mut self, change: Staged<W::Connector>) -> Flow {
+        match change {
+            Staged::Start {
+                connector,
+                split,
+                reply,
+            } => {
+                self.started = true;
+                self.adopt(connector, split).await;
+                self.start_tasks();
+                self.publish();
+                let _ = reply.send(Ok((true, info_of(&self.name, &self.view()))));
+            }
+            Staged::Reconfigure {
+                config,
+                connector,
+                split,
+                reply,
+            } => {
+                self.stop_tasks().await;
+                self.config = config;
+                self.failure = None;
+                self.retrying = None;
+                self.retry_at = None;
+                self.split_failures.clear();
+                self.adopt(connector, split).await;
+                self.start_tasks();
+                self.publish();
+                if let Some(reply) = reply {
+                    let _ = reply.send(Ok((false, info_of(&self.name, &self.view()))));
+                }
+            }
+            Staged::Target { target, reply } => {
+                self.apply_target(target).await;
+                let _ = reply.send(Ok(()));
+            }
+            Staged::Split { split } => {
+                tracing::info!(connector = %self.name, tasks = split.len(), "the task configs changed; restarting the connector's tasks");
+                self.stop_tasks().await;
+                self.split = Some(split);
+                self.start_tasks();
+                self.publish();
+            }
+            Staged::Restart {
+                connector,
+                split,
+                include_tasks,
+                only_failed,
+                reply,
+            } => {
+                let changed = match &split {
+                    Ok(new) => self.split.as_ref().is_none_or(|old| !same_split(old, new)),
+                    Err(_) => true,
+                };
+                let build_changed = self
+                    .connector
+                    .as_ref()
+                    .is_none_or(|c| c.facts().build != connector.facts().build);
+                let was_failed = self.failure.is_some() || self.retrying.is_some();
+                // The old connector instance stops after the tasks it split for (which keep
+                // running only when the new split is the same).
+                if changed || build_changed || was_failed {
+                    self.stop_tasks().await;
+                }
+                self.failure = None;
+                self.retrying = None;
+                self.retry_at = None;
+                // A restart asked for by the operator starts the retry budget afresh.
+                self.split_failures.clear();
+                self.adopt(connector, split).await;
+                let status = self.restart_tasks(true, include_tasks, only_failed).await;
+                let _ = reply.send(Ok(status));
+            }
+            Staged::Delete { reply } => {
+                self.retire().await;
+                self.worker.status().remove_connector(&self.name);
+                let _ = self.control.send(Message::Gone {
+                    name: self.name.clone(),
+                    then: Box::new(move || {
+                        let _ = reply.send(Ok(()));
+                    }),
+                });
+                return Flow::Exit;
+            }
+        }
+        Flow::Continue
+    }
+
+    /// A record another writer stored (distributed mode: another worker's REST request).
+    async fn foreign(&mut self, record: ConfigRecord) -> Flow {
+        match record {
+            ConfigRecord::Connector { config, .. } => match ConnectorConfig::from_pairs(config) {
+                Ok(config) => {
+                    self.reconfigure_stored(config).await;
+                }
+                Err(problems) => {
+                    self.stop_tasks().await;
+                    self.fail(problems_message(&self.name, &problems));
+                    self.publish();
+                }
+            },
+            ConfigRecord::Tasks { configs, .. } => {
+                self.apply(Staged::Split { split: configs }).await;
+            }
+            ConfigRecord::Target { state, .. } => self.apply_target(state).await,
+            ConfigRecord::Removed { .. } => {
+                self.retire().await;
+                self.worker.status().remove_connector(&self.name);
+                let _ = self.control.send(Message::Gone {
+                    name: self.name.clone(),
+                    then: Box::new(|| {}),
+                });
+                return Flow::Exit;
+            }
+        }
+        Flow::Continue
+    }
+
+    /// Keep `connector` as the running one (stopping the one before) with `split`, or
+    /// schedule a retry of the split.
+    async fn adopt(&mut self, connector: W::Connector, split: Split) {
+        self.replace_connector(Some(connector)).await;
+        match split {
+            Ok(split) => self.split = Some(split),
+            Err(error) => self.split_failed(error),
+        }
+    }
+
     /// The connector is going away (deleted, or never created): stop its tasks, drop its
     /// instance, release its claim and withdraw its view.
     async fn retire(&mut self) {
-        stop_all(&mut self.tasks).await;
-        self.replace_instance(None).await;
-        self.shared.capacity.release(&self.name);
+        self.stop_tasks().await;
+        self.stop_connector().await;
+        self.worker.capacity().release(&self.name);
         self.snapshot.remove(&self.name);
     }
 
-    /// Prepare the connector from its config and start it per `target`.
+    /// The connector goes away before anything was stored: answer `reply` with `error` once
+    /// the control loop has freed the name.
+    async fn abandon(&mut self, error: HerderError, reply: Reply<(bool, ConnectorInfo)>) -> Flow {
+        self.retire().await;
+        let _ = self.control.send(Message::Gone {
+            name: self.name.clone(),
+            then: Box::new(move || {
+                let _ = reply.send(Err(error));
+            }),
+        });
+        Flow::Exit
+    }
+
+    /// Prepare the connector from its config and start it per `target`: a created one is
+    /// stored (config, target state, split) before it runs; a stored one runs from its stored
+    /// split, split first only if none is stored.
     async fn start(
         &mut self,
         target: TargetState,
         origin: Origin,
-    ) -> Result<ConnectorInfo, HerderError> {
+        reply: Reply<(bool, ConnectorInfo)>,
+    ) -> Flow {
         self.target = target;
-        match prepare(&self.shared, &self.config, Arc::clone(&self.reconfigure)).await {
-            Ok((prepared, mut instance)) => {
-                if let Err(e) = self.admit(&prepared, target) {
-                    discard(&self.name, &mut instance).await;
-                    if origin == Origin::Created {
-                        return Err(e);
-                    }
-                    self.fail(e.to_string());
-                } else {
-                    self.prepared = Some(Arc::new(prepared));
-                    self.replace_instance(Some(instance)).await;
-                    self.start_tasks();
-                }
-            }
-            Err(NotPrepared::Invalid(problems)) => {
+        let created = origin == Origin::Created;
+        if !created {
+            // Shown at once, UNASSIGNED until it runs: a stored connector exists meanwhile.
+            self.publish();
+        }
+        let mut connector = match self
+            .worker
+            .prepare(&self.config, Arc::clone(&self.reconfigure))
+            .await
+        {
+            Ok(connector) => connector,
+            Err(problems) => {
                 let message = problems_message(&self.name, &problems);
-                if origin == Origin::Created {
-                    return Err(HerderError::BadRequest(message));
+                if created {
+                    return self.abandon(HerderError::BadRequest(message), reply).await;
                 }
                 tracing::error!(connector = %self.name, "cannot restore the stored connector: {message}");
                 self.fail(message);
+                self.publish();
+                let _ = reply.send(Ok((true, info_of(&self.name, &self.view()))));
+                return Flow::Continue;
             }
-            Err(NotPrepared::Retry {
-                prepared,
-                instance,
-                error,
-            }) => {
-                self.prepared = Some(Arc::new(*prepared));
-                self.replace_instance(Some(*instance)).await;
-                self.split_failed(error);
+        };
+        let stored_split = match origin {
+            Origin::Stored { split } => split,
+            Origin::Created => None,
+        };
+        let reused = stored_split.is_some();
+        let split = match stored_split {
+            Some(split) => {
+                // Kept while a retriable `create` failure waits to be retried.
+                self.split = Some(split.clone());
+                connector.create().await.map(|()| split)
+            }
+            None => connector.task_configs().await,
+        };
+        let split = match split {
+            Ok(split) => Ok(split),
+            // Shown in the connector's status: no resolved secret in it.
+            Err(e) if e.is_retriable() => Err(connector.redact(&e.to_string())),
+            Err(e) => {
+                let message = problems_message(
+                    &self.name,
+                    &[crate::config::Problem::new("", e.to_string())],
+                );
+                let message = connector.redact(&message);
+                connector.stop(self.grace()).await;
+                if created {
+                    return self.abandon(HerderError::BadRequest(message), reply).await;
+                }
+                self.fail(message);
+                self.publish();
+                let _ = reply.send(Ok((true, info_of(&self.name, &self.view()))));
+                return Flow::Continue;
+            }
+        };
+        if let Ok(split) = &split
+            && let Err(e) = self.admit(&connector, split.len(), target)
+        {
+            connector.stop(self.grace()).await;
+            if created {
+                return self.abandon(e, reply).await;
+            }
+            self.fail(e.to_string());
+            self.publish();
+            let _ = reply.send(Ok((true, info_of(&self.name, &self.view()))));
+            return Flow::Continue;
+        }
+        let mut records = Vec::new();
+        if created {
+            records.push(ConfigRecord::Connector {
+                name: self.name.clone(),
+                config: self.config.pairs.clone(),
+            });
+            records.push(ConfigRecord::Target {
+                name: self.name.clone(),
+                state: target,
+            });
+        }
+        if let (Ok(split), false) = (&split, reused) {
+            records.push(ConfigRecord::Tasks {
+                name: self.name.clone(),
+                configs: split.clone(),
+            });
+        }
+        if records.is_empty() {
+            // Nothing new to store: it runs what is stored.
+            return self
+                .apply(Staged::Start {
+                    connector,
+                    split,
+                    reply,
+                })
+                .await;
+        }
+        match self.append(records).await {
+            Ok((first, last)) => {
+                self.pending.push_back(Pending {
+                    first,
+                    last,
+                    change: Staged::Start {
+                        connector,
+                        split,
+                        reply,
+                    },
+                });
+                Flow::Continue
+            }
+            Err(e) => {
+                connector.stop(self.grace()).await;
+                self.worker.capacity().release(&self.name);
+                if created {
+                    return self.abandon(e, reply).await;
+                }
+                // A stored connector whose split cannot be stored: it runs nothing.
+                self.fail(e.to_string());
+                self.publish();
+                let _ = reply.send(Ok((true, info_of(&self.name, &self.view()))));
+                Flow::Continue
             }
         }
-        if origin == Origin::Created {
-            self.store().await?;
-        }
-        // Published once stored: a connector that could not be stored was never created.
-        self.publish();
-        Ok(info_of(&self.name, &self.view()))
     }
 
-    /// A new config: checked (and its tasks admitted) before the running one is touched.
-    async fn reconfigure(&mut self, config: ConnectorConfig) -> Result<ConnectorInfo, HerderError> {
-        let target = self.target;
-        let outcome = prepare(&self.shared, &config, Arc::clone(&self.reconfigure)).await;
-        let (prepared, instance, retry) = match outcome {
-            Ok((prepared, mut instance)) => {
-                if let Err(e) = self.admit(&prepared, target) {
-                    discard(&config.name, &mut instance).await;
-                    return Err(e);
-                }
-                (prepared, instance, None)
+    /// Prepare `config` and split it: the new connector and its split, or what is wrong with
+    /// it (the caller's running connector is untouched either way).
+    async fn prepare_split(
+        &mut self,
+        config: &ConnectorConfig,
+    ) -> Result<(W::Connector, Split), HerderError> {
+        let mut connector = self
+            .worker
+            .prepare(config, Arc::clone(&self.reconfigure))
+            .await
+            .map_err(|p| HerderError::BadRequest(problems_message(&config.name, &p)))?;
+        match connector.task_configs().await {
+            Ok(split) => Ok((connector, Ok(split))),
+            Err(e) if e.is_retriable() => {
+                let error = connector.redact(&e.to_string());
+                Ok((connector, Err(error)))
             }
-            Err(NotPrepared::Invalid(problems)) => {
-                return Err(HerderError::BadRequest(problems_message(
+            Err(e) => {
+                let message = problems_message(
                     &config.name,
-                    &problems,
-                )));
+                    &[crate::config::Problem::new("", e.to_string())],
+                );
+                let message = connector.redact(&message);
+                connector.stop(self.grace()).await;
+                Err(HerderError::BadRequest(message))
             }
-            Err(NotPrepared::Retry {
-                prepared,
-                instance,
-                error,
-            }) => (*prepared, *instance, Some(error)),
-        };
-        stop_all(&mut self.tasks).await;
-        self.config = config;
-        self.failure = None;
-        self.retrying = None;
-        self.retry_at = None;
-        self.split_failures.clear();
-        self.prepared = Some(Arc::new(prepared));
-        self.replace_instance(Some(instance)).await;
-        match retry {
-            Some(error) => self.split_failed(error),
-            None => self.start_tasks(),
         }
-        // What runs is what reads show, stored or not.
-        self.publish();
-        self.store().await?;
-        Ok(info_of(&self.name, &self.view()))
+    }
+
+    /// A new config: checked, split and admitted before the running one is touched, then
+    /// stored, then run.
+    async fn reconfigure(
+        &mut self,
+        config: ConnectorConfig,
+        reply: Option<Reply<(bool, ConnectorInfo)>>,
+    ) {
+        let refuse = |reply: Option<Reply<(bool, ConnectorInfo)>>, e: HerderError| {
+            if let Some(reply) = reply {
+                let _ = reply.send(Err(e));
+            }
+        };
+        let (mut connector, split) = match self.prepare_split(&config).await {
+            Ok(prepared) => prepared,
+            Err(e) => return refuse(reply, e),
+        };
+        let before = self.claim();
+        if let Ok(split) = &split
+            && let Err(e) = self.admit(&connector, split.len(), self.target)
+        {
+            connector.stop(self.grace()).await;
+            return refuse(reply, e);
+        }
+        let mut records = vec![ConfigRecord::Connector {
+            name: self.name.clone(),
+            config: config.pairs.clone(),
+        }];
+        if let Ok(split) = &split {
+            records.push(ConfigRecord::Tasks {
+                name: self.name.clone(),
+                configs: split.clone(),
+            });
+        }
+        match self.append(records).await {
+            Ok((first, last)) => self.pending.push_back(Pending {
+                first,
+                last,
+                change: Staged::Reconfigure {
+                    config,
+                    connector,
+                    split,
+                    reply,
+                },
+            }),
+            Err(e) => {
+                connector.stop(self.grace()).await;
+                self.restore_claim(before);
+                refuse(reply, e);
+            }
+        }
+    }
+
+    /// A new config another writer stored: prepared, split (the split stored), then run.
+    async fn reconfigure_stored(&mut self, config: ConnectorConfig) {
+        match self.prepare_split(&config).await {
+            Ok((connector, split)) => {
+                if let Ok(split) = &split {
+                    let tasks = ConfigRecord::Tasks {
+                        name: self.name.clone(),
+                        configs: split.clone(),
+                    };
+                    if let Err(e) = self.append(vec![tasks]).await {
+                        tracing::error!(connector = %self.name, "{e}");
+                    }
+                }
+                self.apply(Staged::Reconfigure {
+                    config,
+                    connector,
+                    split,
+                    reply: None,
+                })
+                .await;
+            }
+            Err(e) => {
+                self.stop_tasks().await;
+                self.config = config;
+                self.fail(e.to_string());
+                self.publish();
+            }
+        }
     }
 
     /// After a change in the plugin directory: restart on the build `connector.class` (and
     /// `connector.plugin.version`) now resolve to, if it is another one, offsets kept. A
     /// connector whose plugin left the directory keeps running on the build it loaded.
     async fn follow_plugin(&mut self) {
-        let found = self
-            .shared
-            .registry
-            .find(&self.config.plugin, self.config.plugin_version.as_deref());
-        let running = self.prepared.as_ref().map(|p| Arc::clone(&p.plugin));
-        let new = match (found, running) {
-            (Some(new), Some(old)) if same_build(&new, &old) => return,
+        let found = self.worker.current_build(&self.config);
+        let running = self.connector.as_ref().map(|c| c.facts().clone());
+        match (found, running) {
+            (Some(new), Some(old)) if new.file == old.build => {}
             (None, Some(old)) => {
-                tracing::warn!(connector = %self.name, "plugin {} {} left the plugin directory; the connector keeps running on the build it loaded until it is restarted", old.spec.name, old.spec.version);
-                return;
+                tracing::warn!(connector = %self.name, "plugin {} {} left the plugin directory; the connector keeps running on the build it loaded until it is restarted", old.plugin, old.version);
             }
-            (None, None) => return,
+            (None, None) => {}
             (Some(new), old) => {
-                tracing::info!(connector = %self.name, "plugin {} changed ({} -> {} from {}): restarting the connector on it", new.spec.name, old.map_or_else(|| "missing".to_owned(), |o| o.spec.version.clone()), new.spec.version, new.path.display());
-                new
+                tracing::info!(connector = %self.name, "plugin {} changed ({} -> {} from {}): restarting the connector on it", self.config.plugin, old.map_or_else(|| "missing".to_owned(), |o| o.version), new.version, new.file.0.display());
+                let (reply, outcome) = oneshot::channel();
+                self.reconfigure(self.config.clone(), Some(reply)).await;
+                // Answered when refused, or once the change is stored and applied (by this
+                // actor, later: not waited on here).
+                let (name, plugin) = (self.name.clone(), self.config.plugin.clone());
+                tokio::spawn(async move {
+                    if let Ok(Err(e)) = outcome.await {
+                        tracing::error!(connector = %name, "cannot restart on the new build of plugin {plugin}: {e}; the connector keeps running as it was");
+                    }
+                });
             }
-        };
-        if let Err(e) = self.reconfigure(self.config.clone()).await {
-            tracing::error!(connector = %self.name, "cannot restart on plugin {} {}: {e}; the connector keeps running as it was", new.spec.name, new.spec.version);
         }
     }
 
-    async fn set_target(&mut self, target: TargetState) -> Result<(), HerderError> {
-        // Tasks are started below only for a connector that is not FAILED, and only if they
-        // (still) fit.
+    async fn set_target(&mut self, target: TargetState, reply: Reply<()>) {
+        // Tasks are started on apply only for a connector that is not FAILED, and only if
+        // they (still) fit.
+        let before = self.claim();
         if target != TargetState::Stopped
-            && self.tasks.is_empty()
+            && self.running.is_empty()
             && self.failure.is_none()
-            && let Some(prepared) = self.prepared.clone()
+            && let (Some(connector), Some(split)) = (&self.connector, &self.split)
+            && let Err(e) = self.admit(connector, split.len(), target)
         {
-            self.admit(&prepared, target)?;
+            let _ = reply.send(Err(e));
+            return;
         }
+        let record = ConfigRecord::Target {
+            name: self.name.clone(),
+            state: target,
+        };
+        match self.append(vec![record]).await {
+            Ok((first, last)) => self.pending.push_back(Pending {
+                first,
+                last,
+                change: Staged::Target { target, reply },
+            }),
+            Err(e) => {
+                self.restore_claim(before);
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
+    /// Run, pause or stop per `target`, which is stored.
+    async fn apply_target(&mut self, target: TargetState) {
         self.target = target;
         match target {
             TargetState::Stopped => {
-                stop_all(&mut self.tasks).await;
-                self.shared.capacity.release(&self.name);
+                self.stop_tasks().await;
+                self.worker.capacity().release(&self.name);
             }
             TargetState::Running | TargetState::Paused => {
                 if self.retrying.is_some() && self.retry_at.is_none() {
                     // A split retry that came due while STOPPED is tried now.
                     self.retry_at = Some(tokio::time::Instant::now());
                 }
-                if self.tasks.is_empty() {
+                if self.running.is_empty() {
+                    if let (Some(connector), Some(split)) = (&self.connector, &self.split)
+                        && self.failure.is_none()
+                    {
+                        // Admitted when asked for; claimed again here for a change that came
+                        // from elsewhere (a no-op otherwise).
+                        let claim = connector.claim(split.len());
+                        if let Err(p) = self.worker.capacity().admit(&self.name, claim) {
+                            self.fail(problems_message(&self.name, &[p]));
+                        }
+                    }
                     self.start_tasks();
                 } else {
                     let control = self.control_for_target();
-                    for task in &self.tasks {
-                        let _ = task.control.send(control);
-                    }
+                    self.worker.control_tasks(&self.task_ids(), control);
                 }
             }
         }
         self.publish();
-        self.store().await
     }
 
     /// Restart the connector (re-check its config and re-split it with a new instance); with
@@ -573,90 +967,126 @@ impl Actor {
         &mut self,
         include_tasks: bool,
         only_failed: bool,
-    ) -> Result<ConnectorStatus, HerderError> {
+        reply: Reply<ConnectorStatus>,
+    ) {
         let connector_failed = self.failure.is_some() || self.retrying.is_some();
         let restart_connector = !only_failed || connector_failed;
-        let mut restarted_tasks = Vec::new();
-        if restart_connector {
-            match prepare(&self.shared, &self.config, Arc::clone(&self.reconfigure)).await {
-                Ok((prepared, mut instance)) => {
-                    // A new split that does not fit is refused; what runs keeps running.
-                    if let Err(e) = self.admit(&prepared, self.target) {
-                        discard(&self.name, &mut instance).await;
-                        return Err(e);
-                    }
-                    let changed = self.prepared.as_ref().is_none_or(|p| {
-                        p.task_configs != prepared.task_configs
-                            || !same_build(&p.plugin, &prepared.plugin)
-                    });
-                    // The old connector instance stops after the tasks it split for (which
-                    // keep running only when the new split is the same).
-                    if changed || connector_failed {
-                        stop_all(&mut self.tasks).await;
-                    }
-                    self.prepared = Some(Arc::new(prepared));
-                    self.replace_instance(Some(instance)).await;
-                    self.failure = None;
-                    self.retrying = None;
-                    self.retry_at = None;
-                    self.split_failures.clear();
-                }
-                Err(NotPrepared::Invalid(problems)) => {
-                    stop_all(&mut self.tasks).await;
-                    self.shared.capacity.release(&self.name);
-                    self.fail(problems_message(&self.name, &problems));
-                }
-                Err(NotPrepared::Retry {
-                    prepared,
-                    instance,
-                    error,
-                }) => {
-                    stop_all(&mut self.tasks).await;
-                    self.prepared = Some(Arc::new(*prepared));
-                    self.replace_instance(Some(*instance)).await;
-                    self.failure = None;
-                    // A restart asked for by the operator starts the retry budget afresh.
-                    self.split_failures.clear();
-                    self.split_failed(error);
+        if !restart_connector {
+            let status = self.restart_tasks(false, include_tasks, only_failed).await;
+            let _ = reply.send(Ok(status));
+            return;
+        }
+        let (mut connector, split) = match self.prepare_split(&self.config.clone()).await {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                // The config no longer checks out: FAILED with the reason.
+                self.stop_tasks().await;
+                self.worker.capacity().release(&self.name);
+                self.fail(e.to_string());
+                let status = self.restart_tasks(false, include_tasks, only_failed).await;
+                let _ = reply.send(Ok(status));
+                return;
+            }
+        };
+        let before = self.claim();
+        if let Ok(split) = &split
+            && let Err(e) = self.admit(&connector, split.len(), self.target)
+        {
+            // A new split that does not fit is refused; what runs keeps running.
+            connector.stop(self.grace()).await;
+            let _ = reply.send(Err(e));
+            return;
+        }
+        let changed = match &split {
+            Ok(new) => self.split.as_ref().is_none_or(|old| !same_split(old, new)),
+            Err(_) => false,
+        };
+        let change = Staged::Restart {
+            connector,
+            split: split.clone(),
+            include_tasks,
+            only_failed,
+            reply,
+        };
+        let new_split = match (changed, split) {
+            (true, Ok(new_split)) => new_split,
+            _ => {
+                self.apply(change).await;
+                return;
+            }
+        };
+        let tasks = ConfigRecord::Tasks {
+            name: self.name.clone(),
+            configs: new_split,
+        };
+        match self.append(vec![tasks]).await {
+            Ok((first, last)) => self.pending.push_back(Pending {
+                first,
+                last,
+                change,
+            }),
+            Err(e) => {
+                self.restore_claim(before);
+                if let Staged::Restart {
+                    mut connector,
+                    reply,
+                    ..
+                } = change
+                {
+                    connector.stop(self.grace()).await;
+                    let _ = reply.send(Err(e));
                 }
             }
         }
-        let runnable = self.target != TargetState::Stopped
-            && self.failure.is_none()
-            && self.retrying.is_none();
+    }
+
+    /// The rest of a restart: start tasks that do not run, and with `include_tasks` restart
+    /// them (only failed ones with `only_failed`). Returns Kafka Connect's restart plan: what
+    /// is restarted says RESTARTING.
+    async fn restart_tasks(
+        &mut self,
+        connector_restarted: bool,
+        include_tasks: bool,
+        only_failed: bool,
+    ) -> ConnectorStatus {
+        let runnable = self.runnable();
+        let mut restarted = Vec::new();
         if include_tasks && runnable {
-            let count = self.prepared.as_ref().map_or(0, |p| p.task_configs.len());
+            let count = self.split.as_ref().map_or(0, Vec::len);
             for id in 0..count as u32 {
                 let failed = self
-                    .tasks
-                    .get(id as usize)
-                    .is_none_or(|t| matches!(t.metrics.state(), TaskState::Failed(_)));
+                    .running
+                    .get(&id)
+                    .is_none_or(|t| matches!(t.state(), TaskState::Failed(_)));
                 if only_failed && !failed {
                     continue;
                 }
                 self.restart_one(id).await;
-                restarted_tasks.push(id);
+                restarted.push(id);
             }
-        } else if self.tasks.is_empty() && runnable {
+        } else if self.running.is_empty() && runnable {
             self.start_tasks();
         }
         self.publish();
-        // Kafka Connect answers with the restart plan: what is restarted says RESTARTING (its
-        // state moves on from there; the status endpoint shows where it is).
-        let mut status = status_of(&self.shared, &self.name, &self.view());
-        if restart_connector && self.failure.is_none() {
+        let mut status = status_of(
+            self.worker.status().as_ref(),
+            self.worker.outage(),
+            &self.name,
+            &self.view(),
+        );
+        if connector_restarted && self.failure.is_none() {
             status.connector.state = "RESTARTING";
         }
         for task in &mut status.tasks {
-            if restarted_tasks.contains(&task.id) {
+            if restarted.contains(&task.id) {
                 task.state.state = "RESTARTING";
             }
         }
-        Ok(status)
+        status
     }
 
     async fn restart_task(&mut self, id: u32) -> Result<(), HerderError> {
-        if id as usize >= self.tasks.len() {
+        if !self.running.contains_key(&id) {
             return Err(HerderError::NotFound(format!(
                 "Task {}-{id} not found",
                 self.name
@@ -667,80 +1097,123 @@ impl Actor {
         Ok(())
     }
 
-    /// Stop task `id` (if it runs) and start it again from its current task config.
+    /// Stop task `id` (if it runs) and start it again from its stored task config.
     async fn restart_one(&mut self, id: u32) {
-        let Some(prepared) = self.prepared.clone() else {
+        let (Some(connector), Some(split)) = (&self.connector, &self.split) else {
             return;
         };
-        if let Some(task) = self.tasks.get_mut(id as usize) {
-            task.stop().await;
+        let Some(config) = split.get(id as usize) else {
+            return;
+        };
+        let task = ConnectorTaskId::new(&self.name, id);
+        if self.running.remove(&id).is_some() {
+            self.worker.stop_tasks(vec![task.clone()]).await;
         }
-        let handle = spawn_task(
-            &self.shared,
-            &self.name,
-            &prepared,
-            id,
+        let metrics = self.worker.start_task(
+            task,
+            connector,
+            config,
+            split.len(),
             self.control_for_target(),
             &self.topics,
         );
-        if (id as usize) < self.tasks.len() {
-            self.tasks[id as usize] = handle;
-        } else {
-            self.tasks.push(handle);
-        }
+        self.running.insert(id, metrics);
     }
 
     /// Ask the kept connector instance for task configs again (the connector asked for it, or
-    /// a retriable failure's backoff is over). Changed configs restart this connector's tasks
-    /// (each flushes and commits its offsets first); unchanged ones change nothing.
+    /// a retriable failure's backoff is over). A changed split is stored, then its tasks
+    /// restart (each flushes and commits its offsets first); an unchanged one changes nothing.
     async fn resplit(&mut self) {
         if self.target == TargetState::Stopped || self.failure.is_some() {
             return;
         }
-        let (Some(prepared), Some(instance)) = (self.prepared.clone(), self.instance.as_mut())
-        else {
+        let Some(connector) = self.connector.as_mut() else {
             return;
         };
-        let instance = instance.get_mut().unwrap_or_else(|e| e.into_inner());
-        match split(&self.name, &prepared, instance).await {
-            Ok(configs) => {
+        // A stored connector whose `create` failed retriably runs its stored split once created.
+        if !connector.is_created()
+            && self.retrying.is_some()
+            && self.split.is_some()
+            && self.pending.is_empty()
+        {
+            match connector.create().await {
+                Ok(()) => {
+                    self.retrying = None;
+                    self.split_failures.clear();
+                    self.start_tasks();
+                }
+                Err(e) if e.is_retriable() => self.split_failed(e.to_string()),
+                Err(e) => self.fail(e.to_string()),
+            }
+            self.publish();
+            return;
+        }
+        match connector.task_configs().await {
+            Ok(split) => {
                 let was_retrying = self.retrying.take().is_some();
                 self.retry_at = None;
                 self.split_failures.clear();
-                if configs == prepared.task_configs && !was_retrying {
+                let unchanged = self.split.as_ref().is_some_and(|s| same_split(s, &split));
+                if unchanged && !was_retrying {
                     tracing::info!(connector = %self.name, "the task configs are unchanged; the tasks keep running");
                     return;
                 }
-                let mut next = (*prepared).clone();
-                next.task_configs = configs;
-                if let Err(e) = self.admit(&next, self.target) {
-                    stop_all(&mut self.tasks).await;
+                if unchanged {
+                    // Retried after a failure: the tasks start from the split as stored.
+                    self.start_tasks();
+                    self.publish();
+                    return;
+                }
+                if let Some(connector) = &self.connector
+                    && let Err(e) = self.admit(connector, split.len(), self.target)
+                {
+                    self.stop_tasks().await;
                     self.fail(e.to_string());
                     self.publish();
                     return;
                 }
-                tracing::info!(connector = %self.name, tasks = next.task_configs.len(), "the task configs changed; restarting the connector's tasks");
-                stop_all(&mut self.tasks).await;
-                self.prepared = Some(Arc::new(next));
-                self.start_tasks();
+                let tasks = ConfigRecord::Tasks {
+                    name: self.name.clone(),
+                    configs: split.clone(),
+                };
+                match self.append(vec![tasks]).await {
+                    Ok((first, last)) => self.pending.push_back(Pending {
+                        first,
+                        last,
+                        change: Staged::Split { split },
+                    }),
+                    Err(e) => {
+                        // What runs stays as stored; the next request or retry tries again.
+                        tracing::error!(connector = %self.name, "{e}");
+                        if let Some(connector) = &self.connector
+                            && let Some(stored) = &self.split
+                        {
+                            let _ = self
+                                .worker
+                                .capacity()
+                                .admit(&self.name, connector.claim(stored.len()));
+                        }
+                    }
+                }
             }
             Err(e) if e.is_retriable() => {
-                stop_all(&mut self.tasks).await;
+                self.stop_tasks().await;
                 self.split_failed(e.to_string());
+                self.publish();
             }
             Err(e) => {
-                stop_all(&mut self.tasks).await;
-                self.shared.capacity.release(&self.name);
+                self.stop_tasks().await;
+                self.worker.capacity().release(&self.name);
                 self.fail(e.to_string());
+                self.publish();
             }
         }
-        self.publish();
     }
 
     /// A retriable split failure: retry under the restart policy, or give up past it.
     fn split_failed(&mut self, error: String) {
         let error = self.redact(&error);
-        let Some(policy) = self.prepared.as_ref().map(|p| p.restart) else {
+        let Some(policy) = self.connector.as_ref().map(|c| c.facts().restart) else {
             return;
         };
         let now = Instant::now();
@@ -770,8 +1243,8 @@ impl Actor {
     /// `text` (a plugin's error, say) without the resolved secrets of the connector's config:
     /// it is about to be shown in a status or the log.
     fn redact(&self, text: &str) -> String {
-        match &self.prepared {
-            Some(p) => p.resolved.redact(text),
+        match &self.connector {
+            Some(c) => c.redact(text),
             None => text.to_owned(),
         }
     }
@@ -780,36 +1253,86 @@ impl Actor {
     /// capacity until restarted or given a new config.
     fn fail(&mut self, message: String) {
         let message = self.redact(&message);
+        self.started = true;
         tracing::error!(connector = %self.name, "connector failed: {message}");
-        self.shared.capacity.release(&self.name);
+        self.worker.capacity().release(&self.name);
         self.failure = Some(message);
         self.retrying = None;
         self.retry_at = None;
     }
 
-    /// Start every task of the current split per the target state (none while STOPPED,
-    /// FAILED or waiting to retry the split).
+    /// Whether the connector's tasks may run: not STOPPED, FAILED or waiting to retry a split.
+    fn runnable(&self) -> bool {
+        self.target != TargetState::Stopped && self.failure.is_none() && self.retrying.is_none()
+    }
+
+    /// Start every task of the stored split that does not run yet, per the target state (none
+    /// while STOPPED, FAILED or waiting to retry the split).
     fn start_tasks(&mut self) {
-        if self.target == TargetState::Stopped || self.failure.is_some() || self.retrying.is_some()
-        {
+        if !self.runnable() {
             return;
         }
-        let Some(prepared) = self.prepared.clone() else {
+        let (Some(connector), Some(split)) = (&self.connector, &self.split) else {
             return;
         };
         let control = self.control_for_target();
-        self.tasks = (0..prepared.task_configs.len() as u32)
-            .map(|id| {
-                spawn_task(
-                    &self.shared,
-                    &self.name,
-                    &prepared,
-                    id,
-                    control,
-                    &self.topics,
-                )
-            })
-            .collect();
+        for (id, config) in split.iter().enumerate() {
+            let id = id as u32;
+            if self.running.contains_key(&id) {
+                continue;
+            }
+            let metrics = self.worker.start_task(
+                ConnectorTaskId::new(&self.name, id),
+                connector,
+                config,
+                split.len(),
+                control,
+                &self.topics,
+            );
+            self.running.insert(id, metrics);
+        }
+    }
+
+    /// Stop every task running here, at once, and wait for them.
+    async fn stop_tasks(&mut self) {
+        if self.running.is_empty() {
+            return;
+        }
+        let ids = self.task_ids();
+        self.running.clear();
+        self.worker.stop_tasks(ids.clone()).await;
+        // Tasks past the split are gone for good; the others show their last state.
+        let kept = self.split.as_ref().map_or(0, Vec::len) as u32;
+        for id in ids.iter().filter(|id| id.task >= kept) {
+            self.worker.status().remove_task(id);
+        }
+    }
+
+    /// Stop the running connector instance, if any.
+    async fn stop_connector(&mut self) {
+        self.replace_connector(None).await;
+    }
+
+    /// Stop the connector instance that runs (if any) and keep `next` in its place.
+    async fn replace_connector(&mut self, next: Option<W::Connector>) {
+        let grace = self.grace();
+        if let Some(mut old) = self.connector.take() {
+            old.stop(grace).await;
+        }
+        self.connector = next;
+        self.monitor_at = None;
+    }
+
+    /// How long a plugin's `stop` may take: the task shutdown grace.
+    fn grace(&self) -> std::time::Duration {
+        self.worker.shutdown_grace()
+    }
+
+    fn task_ids(&self) -> Vec<ConnectorTaskId> {
+        self.running
+            .keys()
+            .map(|id| ConnectorTaskId::new(&self.name, *id))
+            .collect()
     }
 
     fn control_for_target(&self) -> Control {
@@ -820,17 +1343,43 @@ impl Actor {
         }
     }
 
-    /// Record what `prepared`'s tasks claim (nothing while `target` is STOPPED), or refuse with
-    /// what does not fit and which keys to change.
-    fn admit(&self, prepared: &Prepared, target: TargetState) -> Result<(), HerderError> {
+    /// Record what `tasks` tasks of `connector` claim (nothing while `target` is STOPPED), or
+    /// refuse with what does not fit and which keys to change.
+    fn admit(
+        &self,
+        connector: &W::Connector,
+        tasks: usize,
+        target: TargetState,
+    ) -> Result<(), HerderError> {
+        let capacity = self.worker.capacity();
         if target == TargetState::Stopped {
-            self.shared.capacity.release(&self.name);
+            capacity.release(&self.name);
             return Ok(());
         }
-        self.shared
-            .capacity
-            .admit(&self.name, claim_of(prepared))
+        capacity
+            .admit(&self.name, connector.claim(tasks))
             .map_err(|p| HerderError::BadRequest(problems_message(&self.name, &[p])))
+    }
+
+    /// What the connector claims now (its running tasks' split), to put back when a change
+    /// that claimed anew was not stored.
+    fn claim(&self) -> Option<crate::herder::Claim> {
+        match (&self.connector, &self.split) {
+            (Some(c), Some(split)) if !self.running.is_empty() => Some(c.claim(split.len())),
+            _ => None,
+        }
+    }
+
+    /// Put back the claim a refused change replaced.
+    fn restore_claim(&self, claim: Option<crate::herder::Claim>) {
+        let capacity = self.worker.capacity();
+        match claim {
+            Some(claim) => {
+                // It fitted before the change took its place.
+                let _ = capacity.admit(&self.name, claim);
+            }
+            None => capacity.release(&self.name),
+        }
     }
 
     fn require_stopped(&self) -> Result<(), HerderError> {
@@ -843,48 +1392,52 @@ impl Actor {
         Ok(())
     }
 
-    /// Store the config and target state; acknowledged once written.
-    async fn store(&self) -> Result<(), HerderError> {
-        let (done, stored) = oneshot::channel();
-        let _ = self.control.send(Message::Store {
-            name: self.name.clone(),
-            pairs: self.config.pairs.clone(),
-            target: self.target,
-            done,
-        });
-        stored.await.unwrap_or_else(|_| {
-            Err(HerderError::Internal(
-                "the worker is stopping; the change was not stored".into(),
-            ))
-        })
+    /// The connector's state, as its status shows it.
+    fn state(&self) -> ConnectorState {
+        if !self.started {
+            return ConnectorState::Unassigned;
+        }
+        match (&self.failure, &self.retrying, self.target) {
+            (Some(trace), _, _) => ConnectorState::Failed(trace.clone()),
+            (None, Some(trace), target) if target != TargetState::Stopped => {
+                ConnectorState::Restarting(trace.clone())
+            }
+            (None, _, TargetState::Running) => ConnectorState::Running,
+            (None, _, TargetState::Paused) => ConnectorState::Paused,
+            (None, _, TargetState::Stopped) => ConnectorState::Stopped,
+        }
     }
 
     fn view(&self) -> ConnectorView {
+        let facts = self.connector.as_ref().map(|c| c.facts().clone());
+        // What the tasks run from, as it may be shown: resolved values redacted.
+        let shown = !self.running.is_empty() || self.runnable();
+        let split = match &self.split {
+            Some(split) if shown => split
+                .iter()
+                .map(|c| c.iter().map(|(k, v)| (k.clone(), self.redact(v))).collect())
+                .collect(),
+            _ => Vec::new(),
+        };
         ConnectorView {
             config: self.config.clone(),
-            target: self.target,
-            failure: self.failure.clone(),
-            retrying: self.retrying.clone(),
-            prepared: self.prepared.clone(),
-            tasks: self.tasks.iter().map(|t| Arc::clone(&t.metrics)).collect(),
+            facts,
+            split,
+            tasks: self.running.clone(),
             topics: Arc::clone(&self.topics),
         }
     }
 
     fn publish(&self) {
+        let state = self.state();
+        self.worker.status().put_connector(
+            &self.name,
+            StoredStatus {
+                state: state.name(),
+                trace: state.trace().map(str::to_owned),
+                worker_id: self.worker.worker_id().to_owned(),
+            },
+        );
         self.snapshot.publish(&self.name, self.view());
     }
-}
-
-/// Stop a connector instance that will not run (refused, or replaced before it ran).
-async fn discard(name: &str, instance: &mut ConnectorInstance) {
-    if let Err(e) = instance.stop().await {
-        tracing::warn!(connector = %name, "the connector's stop failed: {e}");
-    }
-}
-
-/// Whether two loaded plugins are the same build: the same file with the same content (a file
-/// rescanned after a touch or an atomic copy of the same bytes is a new `Plugin` value).
-fn same_build(a: &crate::plugin::Plugin, b: &crate::plugin::Plugin) -> bool {
-    a.sha256 == b.sha256 && a.path == b.path
 }

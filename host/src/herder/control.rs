@@ -1,28 +1,31 @@
-//! The control loop: one tokio task that takes the herder's requests and its actors' events as
-//! messages, in order. It owns which connectors exist (one actor each) and the stored configs
-//! and target states; it never waits on an actor, so a slow plugin holds up only its own
+//! The control loop: one tokio task that takes the herder's requests, the config log's events
+//! and its actors' events as messages, in order. It owns which connectors exist (one actor
+//! each) and what the config log holds (`ConfigState`), and hands each stored record to its
+//! connector's actor; it never waits on an actor, so a slow plugin holds up only its own
 //! connector's later requests. The exception is shutdown, which waits for every actor to stop
 //! its tasks.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::HerderError;
 use super::actor::{self, ActorHandle, Command, Origin, Reply};
 use super::status::ConnectorInfo;
-use super::store::{ConfigStore, TargetState};
 use super::view::Snapshot;
+use super::{HerderError, Runtime};
 use crate::config::ConnectorConfig;
-use crate::worker::{Shared, problems_message};
+use crate::storage::{ConfigEvent, ConfigLog, ConfigState, TargetState};
+use crate::worker::problems_message;
 
 /// What the control loop is told: requests (from the herder's API) and events (from actors).
 pub(crate) enum Message {
     /// The plugins are loaded: watch the directory and restore the stored connectors.
+    /// `loaded` is answered once every stored connector has its actor (changes may come
+    /// then), `reply` once each has come back (running, or FAILED with the reason).
     Load {
+        loaded: oneshot::Sender<Result<(), String>>,
         reply: oneshot::Sender<Result<(), String>>,
     },
     /// Create a connector; `Conflict` if the name is taken.
@@ -47,20 +50,14 @@ pub(crate) enum Message {
     Shutdown {
         reply: oneshot::Sender<Vec<(String, u64, usize)>>,
     },
-    /// An actor's event: store this connector's config and target state, then say so.
-    Store {
-        name: String,
-        pairs: Vec<(String, String)>,
-        target: TargetState,
-        done: oneshot::Sender<Result<(), HerderError>>,
-    },
+    /// The config log stored a record: the loop's state follows it, and the connector's
+    /// actor applies it.
+    Stored(ConfigEvent),
     /// An actor's event: its connector is gone (deleted, or never created). The loop forgets
-    /// it (and stores that with `persist`), then calls `then` with the outcome, so whoever
-    /// asked hears back only once the name is free.
+    /// it, then calls `then`, so whoever asked hears back only once the name is free.
     Gone {
         name: String,
-        persist: bool,
-        then: Box<dyn FnOnce(Result<(), HerderError>) + Send>,
+        then: Box<dyn FnOnce() + Send>,
     },
 }
 
@@ -72,14 +69,14 @@ struct Slot {
 }
 
 /// The loop's state.
-pub(crate) struct ControlLoop {
-    shared: Arc<Shared>,
+pub(crate) struct ControlLoop<W: Runtime> {
+    worker: Arc<W>,
     snapshot: Arc<Snapshot>,
-    store: ConfigStore,
+    log: Arc<dyn ConfigLog>,
     /// Every connector, by name, including those being created or deleted.
     slots: BTreeMap<String, Slot>,
-    /// What is stored, by name (configs as given, and target states).
-    stored: BTreeMap<String, (Vec<(String, String)>, TargetState)>,
+    /// What the config log holds.
+    stored: ConfigState,
     /// Its own sender, for actors' events.
     messages: mpsc::UnboundedSender<Message>,
     /// Set to true once the stored connectors are back (taken by the first `Load`).
@@ -88,21 +85,30 @@ pub(crate) struct ControlLoop {
     watcher: Vec<JoinHandle<()>>,
 }
 
-impl ControlLoop {
-    /// Start the loop; its sender is how the herder reaches it.
+impl<W: Runtime> ControlLoop<W> {
+    /// Start the loop; its sender is how the herder reaches it. It follows `log` from now on.
     pub fn spawn(
-        shared: Arc<Shared>,
+        worker: Arc<W>,
         snapshot: Arc<Snapshot>,
-        store: ConfigStore,
+        log: Arc<dyn ConfigLog>,
         started: watch::Sender<bool>,
     ) -> mpsc::UnboundedSender<Message> {
         let (messages, inbox) = mpsc::unbounded_channel();
+        let mut events = log.subscribe();
+        let forward = messages.clone();
+        tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                if forward.send(Message::Stored(event)).is_err() {
+                    return;
+                }
+            }
+        });
         let control = ControlLoop {
-            shared,
+            worker,
             snapshot,
-            store,
+            log,
             slots: BTreeMap::new(),
-            stored: BTreeMap::new(),
+            stored: ConfigState::default(),
             messages: messages.clone(),
             started: Some(started),
             watcher: Vec::new(),
@@ -114,7 +120,7 @@ impl ControlLoop {
     async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<Message>) {
         while let Some(message) = inbox.recv().await {
             match message {
-                Message::Load { reply } => self.load(reply),
+                Message::Load { loaded, reply } => self.load(loaded, reply),
                 Message::Create {
                     config,
                     target,
@@ -189,37 +195,23 @@ impl ControlLoop {
                     let _ = reply.send(summary);
                     return;
                 }
-                Message::Store { .. } | Message::Gone { .. } => self.event(message).await,
+                Message::Stored(_) | Message::Gone { .. } => self.event(message),
             }
         }
     }
 
-    /// An actor's event.
-    async fn event(&mut self, message: Message) {
+    /// A stored record, or an actor's event.
+    fn event(&mut self, message: Message) {
         match message {
-            Message::Store {
-                name,
-                pairs,
-                target,
-                done,
-            } => {
-                self.stored.insert(name, (pairs, target));
-                let _ = done.send(self.persist().await);
+            Message::Stored(event) => {
+                self.stored.apply(&event);
+                if let Some(slot) = self.slots.get(event.record.connector()) {
+                    let _ = slot.actor.commands.send(Command::Stored(event));
+                }
             }
-            Message::Gone {
-                name,
-                persist,
-                then,
-            } => {
+            Message::Gone { name, then } => {
                 self.slots.remove(&name);
-                // Whatever was stored for it goes (a create whose write failed left an entry).
-                let was_stored = self.stored.remove(&name).is_some();
-                let outcome = if persist || was_stored {
-                    self.persist().await
-                } else {
-                    Ok(())
-                };
-                then(outcome);
+                then();
             }
             other => refuse_stopping(other),
         }
@@ -232,7 +224,7 @@ impl ControlLoop {
         tracing::error!(connector = %name, "the connector's actor ended unexpectedly; the connector is forgotten until the worker restarts");
         self.slots.remove(name);
         self.snapshot.remove(name);
-        self.shared.capacity.release(name);
+        self.worker.capacity().release(name);
     }
 
     /// Start connector `config.name`'s actor and ask it to start the connector.
@@ -245,7 +237,8 @@ impl ControlLoop {
     ) {
         let name = config.name.clone();
         let handle = actor::spawn(
-            Arc::clone(&self.shared),
+            Arc::clone(&self.worker),
+            Arc::clone(&self.log),
             config,
             Arc::clone(&self.snapshot),
             self.messages.clone(),
@@ -265,48 +258,50 @@ impl ControlLoop {
     }
 
     /// With the plugins loaded: watch the directory, and restore the stored connectors, all of
-    /// them at once, each in its own actor. The worker is marked started (and `reply` answered)
-    /// once each has come back (running, or FAILED with the reason); the loop goes on taking
-    /// messages meanwhile, so a shutdown during start-up is not held up.
-    fn load(&mut self, reply: oneshot::Sender<Result<(), String>>) {
-        let registry = &self.shared.registry;
+    /// them at once, each in its own actor, each from its stored split when it has one.
+    /// `loaded` is answered at once (changes to any connector may come now: each waits only
+    /// for its own connector's restore, in its actor's queue); the worker is marked started
+    /// (and `reply` answered) once each has come back (running, or FAILED with the reason). The
+    /// loop goes on taking messages meanwhile, so a shutdown during start-up is not held up.
+    fn load(
+        &mut self,
+        loaded: oneshot::Sender<Result<(), String>>,
+        reply: oneshot::Sender<Result<(), String>>,
+    ) {
         for old in self.watcher.drain(..) {
             old.abort();
         }
-        self.watcher
-            .push(registry.watch(self.shared.config.plugin_scan_interval));
-        let mut changes = registry.subscribe();
         let messages = self.messages.clone();
-        self.watcher.push(tokio::spawn(async move {
-            while changes.changed().await.is_ok() {
-                if messages.send(Message::PluginsChanged).is_err() {
-                    return;
-                }
-            }
+        self.watcher = self.worker.watch_plugins(Box::new(move || {
+            messages.send(Message::PluginsChanged).is_ok()
         }));
-        let stored = match self.store.load() {
+        let stored = match self.log.read() {
             Ok(stored) => stored,
             Err(e) => {
+                let _ = loaded.send(Err(e.clone()));
                 let _ = reply.send(Err(e));
                 return;
             }
         };
         let mut restoring = Vec::new();
-        for (name, (pairs, target)) in stored {
-            match ConnectorConfig::from_pairs(pairs.clone()) {
+        for (name, connector) in &stored.connectors {
+            match ConnectorConfig::from_pairs(connector.config.clone()) {
                 Ok(config) => {
                     let (reply, restored) = oneshot::channel();
-                    self.spawn_actor(config, target, Origin::Stored, reply);
-                    self.stored.insert(name, (pairs, target));
+                    let origin = Origin::Stored {
+                        split: connector.tasks.clone(),
+                    };
+                    self.spawn_actor(config, connector.target, origin, reply);
                     restoring.push(restored);
                 }
                 Err(problems) => {
-                    tracing::error!(connector = %name, "stored config is invalid: {}; it is kept in the file until a new config for {name} replaces it", problems_message(&name, &problems));
-                    // Kept, so the next write of the file does not lose it.
-                    self.stored.insert(name, (pairs, target));
+                    // Kept in the log until a new config for it replaces it.
+                    tracing::error!(connector = %name, "stored config is invalid: {}; it is kept in the file until a new config for {name} replaces it", problems_message(name, &problems));
                 }
             }
         }
+        self.stored = stored;
+        let _ = loaded.send(Ok(()));
         let started = self.started.take();
         tokio::spawn(async move {
             futures::future::join_all(restoring).await;
@@ -340,36 +335,39 @@ impl ControlLoop {
                 });
             }
         }
-        let all = futures::future::join_all(stopping);
-        tokio::pin!(all);
-        let summary = loop {
+        // However plugins hang, the worker stops within this bound: tasks are told to stop at
+        // once and each plugin call they wait on gets the shutdown grace (each task is aborted
+        // past the grace and a margin); an actor busy in a plugin call hears the shutdown only
+        // after it, so the whole is bounded here too.
+        let bound = self.worker.shutdown_grace() + crate::worker::STOP_MARGIN;
+        let mut all: futures::stream::FuturesUnordered<_> = stopping.into_iter().collect();
+        let deadline = tokio::time::sleep(bound);
+        tokio::pin!(deadline);
+        let mut summary = Vec::new();
+        let mut waiting: std::collections::BTreeSet<String> = self.slots.keys().cloned().collect();
+        loop {
+            use futures::StreamExt;
             tokio::select! {
-                summary = &mut all => break summary,
-                Some(message) = inbox.recv() => self.event(message).await,
+                stopped = all.next() => match stopped {
+                    Some(stopped) => {
+                        waiting.remove(&stopped.0);
+                        summary.push(stopped);
+                    }
+                    None => break,
+                },
+                Some(message) = inbox.recv() => self.event(message),
+                () = &mut deadline => {
+                    tracing::error!("connectors {} did not stop within {bound:?} (task.shutdown.graceful.timeout.ms and {:?}); their tasks end with the process, and what they did since their last commit is done again", waiting.iter().cloned().collect::<Vec<_>>().join(", "), crate::worker::STOP_MARGIN);
+                    break;
+                }
             }
-        };
+        }
+        summary.sort();
         for watcher in self.watcher.drain(..) {
             watcher.abort();
         }
-        let producer = Arc::clone(&self.shared.producer);
-        let _ = tokio::task::spawn_blocking(move || producer.flush(Duration::from_secs(10))).await;
+        self.worker.flush().await;
         summary
-    }
-
-    /// Write what is stored (off the async threads; the loop waits, so writes stay in order).
-    async fn persist(&self) -> Result<(), HerderError> {
-        let store = self.store.clone();
-        let stored = self.stored.clone();
-        tokio::task::spawn_blocking(move || {
-            store.save(
-                stored
-                    .iter()
-                    .map(|(name, (pairs, target))| (name, pairs.as_slice(), *target)),
-            )
-        })
-        .await
-        .map_err(|e| HerderError::Internal(e.to_string()))?
-        .map_err(HerderError::Internal)
     }
 }
 
@@ -377,7 +375,8 @@ impl ControlLoop {
 fn refuse_stopping(message: Message) {
     let stopping = || HerderError::Internal("the worker is stopping".into());
     match message {
-        Message::Load { reply } => {
+        Message::Load { loaded, reply } => {
+            let _ = loaded.send(Err("the worker is stopping".into()));
             let _ = reply.send(Err("the worker is stopping".into()));
         }
         Message::Create { reply, .. } | Message::PutConfig { reply, .. } => {
@@ -387,10 +386,8 @@ fn refuse_stopping(message: Message) {
         Message::Shutdown { reply } => {
             let _ = reply.send(Vec::new());
         }
-        Message::Store { done, .. } => {
-            let _ = done.send(Err(stopping()));
-        }
-        Message::Gone { then, .. } => then(Ok(())),
+        Message::Gone { then, .. } => then(),
+        Message::Stored(_) => {}
         // Unanswered: a stopping worker is not healthy.
         Message::PluginsChanged | Message::Ping { .. } => {}
     }

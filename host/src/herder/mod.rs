@@ -14,7 +14,8 @@ mod control;
 mod offsets;
 mod progress;
 pub mod status;
-pub mod store;
+#[cfg(test)]
+mod tests;
 mod view;
 
 use std::collections::BTreeMap;
@@ -23,16 +24,16 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
+pub use crate::storage::TargetState;
 pub use capacity::{Capacity, CapacityLimits, Claim};
 pub use offsets::ConnectorOffset;
 pub use progress::report_progress;
-pub use store::TargetState;
 pub use view::HIDDEN;
 
 use self::actor::Command;
 use self::control::{ControlLoop, Message, not_found};
+use self::offsets::OffsetAdmin;
 use self::status::{ConnectorInfo, ConnectorStatus, TaskId, TaskInfo, TaskStatus};
-use self::store::ConfigStore;
 use self::view::{ConnectorView, Snapshot, info_of, masked, status_of};
 use crate::broker::EmbeddedBroker;
 use crate::config::{ConnectorConfig, WorkerConfig};
@@ -40,11 +41,18 @@ use crate::kafka::clients::ClientKind;
 use crate::kafka::health::KafkaHealth;
 use crate::kafka::producer::Producer;
 use crate::kafka::topics::TopicCreator;
-use crate::offsets::FileOffsetStore;
+use crate::offsets::{FileOffsetStore, OffsetStore};
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
+use crate::storage::{ConfigLog, FileConfigLog, MemoryStatusStore};
 pub(crate) use crate::worker::Shared;
-use crate::worker::{claim_of, problems};
+use crate::worker::{Worker, WorkerOps};
+
+/// What the control loop and the connector actors need of a worker: running connectors and
+/// tasks, and the admin of their offsets. `Worker` in the process; fakes in unit tests.
+pub(crate) trait Runtime: WorkerOps + OffsetAdmin {}
+
+impl<T: WorkerOps + OffsetAdmin> Runtime for T {}
 
 /// Why a herder operation failed; the REST layer maps the kind to a status code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +102,9 @@ pub struct Herder {
     _broker: Option<EmbeddedBroker>,
     /// Held for the worker's life: no second worker may use the same data directory.
     _data_lock: std::fs::File,
+    /// True once [`Herder::load`] has loaded the plugins and given every stored connector its
+    /// actor: changes are taken from then on.
+    loaded: watch::Sender<bool>,
     /// True once [`Herder::load`] has loaded the plugins and restored the stored connectors.
     started: watch::Receiver<bool>,
     /// The last health ping: when it was answered (or given up on) and whether it was answered.
@@ -152,8 +163,10 @@ impl Herder {
             config.topic_default_partitions,
             replication,
         )?);
-        let offsets = FileOffsetStore::open(config.data_dir.join("offsets.json"))?;
-        let store = ConfigStore::new(config.data_dir.join("connectors.json"));
+        let offsets: Arc<dyn OffsetStore> =
+            FileOffsetStore::open(config.data_dir.join("offsets.json"))?;
+        let log: Arc<dyn ConfigLog> =
+            Arc::new(FileConfigLog::new(config.data_dir.join("connectors.json")));
         let capacity = Capacity::new(config.capacity);
         let health = Arc::new(KafkaHealth::identified(
             config.clients.translated(ClientKind::Producer),
@@ -161,7 +174,7 @@ impl Herder {
         health.watch(&producer);
         let instance_id = instance_id(&config.data_dir)?;
         // Read now: a stored file that cannot be read stops the start, before REST is up.
-        store.load()?;
+        log.read()?;
         let shared = Arc::new(Shared {
             config,
             sandbox,
@@ -173,21 +186,19 @@ impl Herder {
             capacity,
             health,
             instance_id,
+            status: Arc::new(MemoryStatusStore::default()),
         });
         let snapshot = Arc::new(Snapshot::default());
         let (started_tx, started) = watch::channel(false);
-        let control = ControlLoop::spawn(
-            Arc::clone(&shared),
-            Arc::clone(&snapshot),
-            store,
-            started_tx,
-        );
+        let worker = Arc::new(Worker::new(Arc::clone(&shared)));
+        let control = ControlLoop::spawn(worker, Arc::clone(&snapshot), log, started_tx);
         Ok(Arc::new(Self {
             shared,
             control,
             snapshot,
             _broker: broker,
             _data_lock: data_lock,
+            loaded: watch::channel(false).0,
             started,
             last_ping: tokio::sync::Mutex::new(None),
             cluster_id: std::sync::OnceLock::new(),
@@ -203,11 +214,16 @@ impl Herder {
         let registry = &self.shared.registry;
         let report = registry.scan().await?;
         tracing::info!(plugins = registry.plugins().len(), skipped = report.failed.len(), dir = %registry.dir().display(), "plugins loaded");
-        let (reply, loaded) = oneshot::channel();
-        self.send(Message::Load { reply });
-        loaded
-            .await
-            .unwrap_or_else(|_| Err("the worker is stopping".into()))
+        let (loaded_tx, loaded) = oneshot::channel();
+        let (reply, restored) = oneshot::channel();
+        self.send(Message::Load {
+            loaded: loaded_tx,
+            reply,
+        });
+        let stopping = || Err("the worker is stopping".into());
+        loaded.await.unwrap_or_else(|_| stopping())?;
+        self.loaded.send_replace(true);
+        restored.await.unwrap_or_else(|_| stopping())
     }
 
     /// Whether the control loop takes requests: `true` once it has answered a ping within
@@ -235,11 +251,12 @@ impl Herder {
         *self.started.borrow()
     }
 
-    /// Wait until start-up has loaded the plugins and restored the stored connectors: a change
-    /// made before then would race the restore (and persist a file without its connectors).
-    pub(crate) async fn until_started(&self) {
-        let mut started = self.started.clone();
-        let _ = started.wait_for(|s| *s).await;
+    /// Wait until start-up has loaded the plugins and given every stored connector its actor:
+    /// a change made before then would race the restore. It does not wait for the restores
+    /// themselves (a change to a connector being restored waits in its actor's queue).
+    pub(crate) async fn until_loaded(&self) {
+        let mut loaded = self.loaded.subscribe();
+        let _ = loaded.wait_for(|s| *s).await;
     }
 
     /// The Kafka cluster the worker uses (`host:port`).
@@ -278,23 +295,14 @@ impl Herder {
             .is_none()
         {
             // Its plugin may still be loading.
-            self.until_started().await;
+            self.until_loaded().await;
         }
         let plugin = registry
             .find(&config.plugin, config.plugin_version.as_deref())
             .ok_or_else(|| {
                 HerderError::NotFound(format!("Unknown connector plugin {}", config.plugin))
             })?;
-        let problems = match problems(&self.shared, config).await {
-            Ok(prepared) => self
-                .shared
-                .capacity
-                .fits(&config.name, claim_of(&prepared))
-                .err()
-                .into_iter()
-                .collect(),
-            Err(problems) => problems,
-        };
+        let problems = crate::worker::validate(&self.shared, config).await;
         Ok((plugin, problems))
     }
 
@@ -305,7 +313,7 @@ impl Herder {
         config: ConnectorConfig,
         target: TargetState,
     ) -> Result<ConnectorInfo, HerderError> {
-        self.until_started().await;
+        self.until_loaded().await;
         let (reply, answer) = oneshot::channel();
         self.send(Message::Create {
             config,
@@ -322,7 +330,7 @@ impl Herder {
         &self,
         config: ConnectorConfig,
     ) -> Result<(bool, ConnectorInfo), HerderError> {
-        self.until_started().await;
+        self.until_loaded().await;
         let (reply, answer) = oneshot::channel();
         self.send(Message::PutConfig { config, reply });
         wait(answer).await
@@ -355,7 +363,12 @@ impl Herder {
 
     /// `GET /connectors/{name}/status`.
     pub async fn status(&self, name: &str) -> Result<ConnectorStatus, HerderError> {
-        Ok(status_of(&self.shared, name, &*self.view(name)?))
+        Ok(status_of(
+            self.shared.status.as_ref(),
+            self.outage(),
+            name,
+            &*self.view(name)?,
+        ))
     }
 
     /// `GET /connectors/{name}/tasks`: each task's config (password values hidden).
@@ -391,7 +404,7 @@ impl Herder {
         let view = self.view(name)?;
         let m = view
             .tasks
-            .get(id as usize)
+            .get(&id)
             .ok_or_else(|| HerderError::NotFound(format!("Task {name}-{id} not found")))?;
         let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
         Ok(TaskMetricsView {
@@ -485,8 +498,9 @@ impl Herder {
             .all()
             .into_iter()
             .map(|(name, view)| {
-                let done = view.tasks.iter().map(|t| t.done()).sum();
-                (status_of(&self.shared, &name, &view), done)
+                let done = view.tasks.values().map(|t| t.done()).sum();
+                let status = status_of(self.shared.status.as_ref(), self.outage(), &name, &view);
+                (status, done)
             })
             .collect()
     }
@@ -498,6 +512,11 @@ impl Herder {
         let (reply, summary) = oneshot::channel();
         self.send(Message::Shutdown { reply });
         summary.await.unwrap_or_default()
+    }
+
+    /// Why the Kafka cluster does not answer, if it does not.
+    fn outage(&self) -> Option<String> {
+        self.shared.health.outage().map(|o| o.describe())
     }
 
     /// Connector `name`'s latest published view.
@@ -519,7 +538,7 @@ impl Herder {
         name: &str,
         make: impl FnOnce(actor::Reply<T>) -> Command,
     ) -> Result<T, HerderError> {
-        self.until_started().await;
+        self.until_loaded().await;
         let (reply, answer) = oneshot::channel();
         self.send(Message::Connector {
             name: name.to_owned(),

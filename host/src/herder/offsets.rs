@@ -58,8 +58,41 @@ impl Herder {
     }
 }
 
+/// Offsets admin a connector's actor asks for: the worker's, or a fake in unit tests.
+pub(crate) trait OffsetAdmin {
+    /// Apply `changes` to the offsets of a connector its actor knows to be STOPPED.
+    fn alter_offsets(
+        &self,
+        name: &str,
+        view: &ConnectorView,
+        changes: &[ConnectorOffset],
+    ) -> impl std::future::Future<Output = Result<(), HerderError>> + Send;
+
+    /// Forget every offset of a connector its actor knows to be STOPPED.
+    fn reset_offsets(
+        &self,
+        name: &str,
+        view: &ConnectorView,
+    ) -> impl std::future::Future<Output = Result<(), HerderError>> + Send;
+}
+
+impl OffsetAdmin for crate::worker::Worker {
+    async fn alter_offsets(
+        &self,
+        name: &str,
+        view: &ConnectorView,
+        changes: &[ConnectorOffset],
+    ) -> Result<(), HerderError> {
+        alter(self.shared(), name, view, changes).await
+    }
+
+    async fn reset_offsets(&self, name: &str, view: &ConnectorView) -> Result<(), HerderError> {
+        reset(self.shared(), name, view).await
+    }
+}
+
 /// Apply `changes` to the offsets of a connector its actor knows to be STOPPED.
-pub(crate) async fn alter(
+async fn alter(
     shared: &Shared,
     name: &str,
     view: &ConnectorView,
@@ -109,11 +142,7 @@ pub(crate) async fn alter(
 }
 
 /// Forget every offset of a connector its actor knows to be STOPPED.
-pub(crate) async fn reset(
-    shared: &Shared,
-    name: &str,
-    view: &ConnectorView,
-) -> Result<(), HerderError> {
+async fn reset(shared: &Shared, name: &str, view: &ConnectorView) -> Result<(), HerderError> {
     let (kind, _) = kind_and_topics(name, view)?;
     match kind {
         World::Source => {

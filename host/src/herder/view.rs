@@ -5,13 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
-use super::Shared;
 use super::status::{ConnectorInfo, ConnectorStatus, InstanceState, TaskId, TaskStatus};
-use super::store::TargetState;
 use crate::config::ConnectorConfig;
 use crate::plugin::World;
+use crate::storage::{ConnectorTaskId, Pairs, StatusStore};
 use crate::task::{ActiveTopics, TaskMetrics, TaskState};
-use crate::worker::Prepared;
+use crate::worker::ConnectorFacts;
 
 /// Shown instead of the value of a `PASSWORD` config key.
 pub const HIDDEN: &str = "[hidden]";
@@ -21,34 +20,25 @@ pub const HIDDEN: &str = "[hidden]";
 pub(crate) struct ConnectorView {
     /// The config as the operator gave it.
     pub config: ConnectorConfig,
-    pub target: TargetState,
-    /// Why the connector itself is failed (bad config at start, task split failed), if it is.
-    pub failure: Option<String>,
-    /// Set while a retriable failure of the connector (its task split) waits to be retried.
-    pub retrying: Option<String>,
-    pub prepared: Option<Arc<Prepared>>,
-    /// Each running task's counters and state, by task id.
-    pub tasks: Vec<Arc<TaskMetrics>>,
+    /// What the connector is, once its config checked out.
+    pub facts: Option<ConnectorFacts>,
+    /// The stored split its tasks run from, as it may be shown (resolved values redacted);
+    /// empty while its tasks may not run (STOPPED, FAILED, retrying its split).
+    pub split: Vec<Pairs>,
+    /// The tasks running here, by task id: counters, and live detail for statuses.
+    pub tasks: BTreeMap<u32, Arc<TaskMetrics>>,
     pub topics: ActiveTopics,
 }
 
 impl ConnectorView {
     /// Source or sink, once the plugin is known.
     pub fn kind(&self) -> Option<World> {
-        self.prepared.as_ref().map(|p| p.plugin.world)
+        self.facts.as_ref().map(|f| f.world)
     }
 
-    /// The task configs the tasks run from (none while STOPPED), as they may be shown: with
-    /// config provider placeholders where the plugin copied resolved values.
-    pub fn task_configs(&self) -> Vec<Vec<(String, String)>> {
-        match (&self.prepared, self.target) {
-            (_, TargetState::Stopped) | (None, _) => Vec::new(),
-            (Some(p), _) => p
-                .task_configs
-                .iter()
-                .map(|c| p.resolved.restore(c))
-                .collect(),
-        }
+    /// The task configs the tasks run from (none while STOPPED), as they may be shown.
+    pub fn task_configs(&self) -> &[Pairs] {
+        &self.split
     }
 }
 
@@ -96,15 +86,8 @@ impl Snapshot {
 pub(crate) fn masked(view: &ConnectorView, pairs: &[(String, String)]) -> BTreeMap<String, String> {
     // Without a loaded plugin (a restored connector whose plugin is gone) its key types are
     // unknown: hide anything named like a secret rather than risk echoing one.
-    let secret: BTreeSet<&str> = match view.prepared.as_ref() {
-        Some(p) => p
-            .plugin
-            .spec
-            .config
-            .iter()
-            .filter(|k| k.ty == "PASSWORD")
-            .map(|k| k.name.as_str())
-            .collect(),
+    let secret: BTreeSet<&str> = match view.facts.as_ref() {
+        Some(f) => f.secret_keys.iter().map(String::as_str).collect(),
         None => pairs
             .iter()
             .map(|(k, _)| k.as_str())
@@ -131,15 +114,10 @@ pub(crate) fn masked(view: &ConnectorView, pairs: &[(String, String)]) -> BTreeM
 
 /// `GET /connectors/{name}`.
 pub(crate) fn info_of(name: &str, view: &ConnectorView) -> ConnectorInfo {
-    let count = if view.target == TargetState::Stopped {
-        0
-    } else {
-        view.tasks.len()
-    };
     ConnectorInfo {
         name: name.to_owned(),
         config: masked(view, &view.config.pairs),
-        tasks: (0..count as u32)
+        tasks: (0..view.split.len() as u32)
             .map(|task| TaskId {
                 connector: name.to_owned(),
                 task,
@@ -149,72 +127,60 @@ pub(crate) fn info_of(name: &str, view: &ConnectorView) -> ConnectorInfo {
     }
 }
 
-/// `GET /connectors/{name}/status`.
-pub(crate) fn status_of(shared: &Shared, name: &str, view: &ConnectorView) -> ConnectorStatus {
-    let worker_id = shared.config.worker_id.clone();
-    let version = view
-        .prepared
-        .as_ref()
-        .map(|p| p.plugin.spec.version.clone());
+/// `GET /connectors/{name}/status`: the states the status store holds, with what a RUNNING
+/// connector or task waits for (`outage`: the Kafka cluster does not answer) as its trace.
+pub(crate) fn status_of(
+    store: &dyn StatusStore,
+    outage: Option<String>,
+    name: &str,
+    view: &ConnectorView,
+) -> ConnectorStatus {
+    let version = view.facts.as_ref().map(|f| f.version.clone());
     // A RUNNING connector or task says so when the cluster does not answer: its records wait
     // (nothing is lost) but nothing moves.
-    let outage = shared.health.outage().map(|o| {
-        format!(
-            "{}; records wait and are sent once it answers",
-            o.describe()
-        )
-    });
-    let connector = match (&view.failure, &view.retrying, view.target) {
-        (Some(trace), _, _) => InstanceState {
-            state: "FAILED",
-            worker_id: worker_id.clone(),
-            version: version.clone(),
-            trace: Some(trace.clone()),
-        },
-        (None, Some(trace), target) if target != TargetState::Stopped => InstanceState {
-            state: "RESTARTING",
-            worker_id: worker_id.clone(),
-            version: version.clone(),
-            trace: Some(trace.clone()),
-        },
-        (None, _, target) => InstanceState {
-            state: match target {
-                TargetState::Running => "RUNNING",
-                TargetState::Paused => "PAUSED",
-                TargetState::Stopped => "STOPPED",
-            },
-            worker_id: worker_id.clone(),
-            version: version.clone(),
-            trace: outage.clone().filter(|_| target == TargetState::Running),
-        },
+    let outage = outage.map(|o| format!("{o}; records wait and are sent once it answers"));
+    let unassigned = || crate::storage::StoredStatus {
+        state: "UNASSIGNED",
+        trace: None,
+        worker_id: String::new(),
     };
-    let tasks = view
-        .tasks
-        .iter()
-        .enumerate()
-        .map(|(id, metrics)| {
-            let state = metrics.state();
+    let stored = store.connector(name).unwrap_or_else(unassigned);
+    let connector = InstanceState {
+        state: stored.state,
+        worker_id: stored.worker_id,
+        version: version.clone(),
+        trace: stored
+            .trace
+            .or_else(|| outage.clone().filter(|_| stored.state == "RUNNING")),
+    };
+    let tasks = (0..view.split.len() as u32)
+        .map(|id| {
+            let stored = store
+                .task(&ConnectorTaskId::new(name, id))
+                .unwrap_or_else(unassigned);
+            let live = view.tasks.get(&id);
+            let trace = match (stored.trace, live) {
+                (Some(trace), _) => Some(trace),
+                (None, Some(metrics)) if metrics.state() == TaskState::Running => {
+                    let parts: Vec<String> = [
+                        outage.clone(),
+                        metrics.own_client_trouble(),
+                        metrics.detail(),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    (!parts.is_empty()).then(|| parts.join("; "))
+                }
+                (None, _) => None,
+            };
             TaskStatus {
-                id: id as u32,
+                id,
                 state: InstanceState {
-                    state: state.name(),
-                    worker_id: worker_id.clone(),
+                    state: stored.state,
+                    worker_id: stored.worker_id,
                     version: version.clone(),
-                    trace: match state {
-                        TaskState::Failed(trace) | TaskState::Restarting(trace) => Some(trace),
-                        TaskState::Running => {
-                            let parts: Vec<String> = [
-                                outage.clone(),
-                                metrics.own_client_trouble(),
-                                metrics.detail(),
-                            ]
-                            .into_iter()
-                            .flatten()
-                            .collect();
-                            (!parts.is_empty()).then(|| parts.join("; "))
-                        }
-                        _ => None,
-                    },
+                    trace,
                 },
             }
         })

@@ -1,8 +1,72 @@
-//! Source offsets: the durable store (standalone: a file) and the tracking of which offsets
-//! Kafka has acknowledged far enough to commit.
+//! Source offsets: the durable store (behind [`OffsetStore`]; standalone: a file) and the
+//! tracking of which offsets Kafka has acknowledged far enough to commit.
 
 pub mod store;
 pub mod tracker;
 
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
 pub use store::FileOffsetStore;
 pub use tracker::{Submitted, SubmittedRecords};
+
+use crate::sandbox::OffsetReader;
+
+/// Where source connectors' committed offsets are kept, keyed as Kafka Connect keys them
+/// (`["<connector>", {<source partition>}]`). Standalone: [`FileOffsetStore`].
+pub trait OffsetStore: Send + Sync + 'static {
+    /// Record `offsets` (source partition, offset; both JSON text) of `connector` and return
+    /// once they are durable. A commit that would give `connector` offsets for more than
+    /// `max_partitions` source partitions is refused whole; unparseable JSON is reported, not
+    /// stored.
+    fn commit<'a>(
+        &'a self,
+        connector: &'a str,
+        offsets: &'a [(String, String)],
+        max_partitions: usize,
+    ) -> BoxFuture<'a, Result<(), String>>;
+
+    /// The committed offset of `connector`'s source partition `partition`.
+    fn offset(&self, connector: &str, partition: &Value) -> Option<Value>;
+
+    /// Every (source partition, offset) of `connector`.
+    fn offsets_of(&self, connector: &str) -> Vec<(Value, Value)>;
+
+    /// Set (`Some`) or remove (`None`) offsets of `connector`'s source partitions, durably
+    /// (blocking: call it off the async threads). On failure nothing changes.
+    fn alter(&self, connector: &str, changes: &[(Value, Option<Value>)]) -> Result<(), String>;
+
+    /// Remove every offset of `connector`, durably (blocking).
+    fn reset(&self, connector: &str) -> Result<(), String> {
+        let partitions: Vec<(Value, Option<Value>)> = self
+            .offsets_of(connector)
+            .into_iter()
+            .map(|(p, _)| (p, None))
+            .collect();
+        self.alter(connector, &partitions)
+    }
+}
+
+/// A reader of `connector`'s offsets in `store`, for its plugin instances.
+pub fn reader(store: &Arc<dyn OffsetStore>, connector: &str) -> Arc<dyn OffsetReader> {
+    Arc::new(ConnectorOffsets {
+        store: Arc::clone(store),
+        connector: connector.to_owned(),
+    })
+}
+
+struct ConnectorOffsets {
+    store: Arc<dyn OffsetStore>,
+    connector: String,
+}
+
+impl OffsetReader for ConnectorOffsets {
+    fn offset(&self, source_partition: &str) -> Option<String> {
+        let partition: Value = serde_json::from_str(source_partition).ok()?;
+        self.store
+            .offset(&self.connector, &partition)
+            .map(|o| o.to_string())
+    }
+}

@@ -15,13 +15,13 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use crate::sandbox::OffsetReader;
-
 /// The file's format version.
 const FORMAT: u64 = 1;
 
 /// Committed source offsets of all connectors, persisted in one file.
 pub struct FileOffsetStore {
+    /// Itself, for async commits that hand the write to a blocking thread.
+    me: std::sync::Weak<FileOffsetStore>,
     path: PathBuf,
     /// The offsets as committed, and their version.
     state: Mutex<State>,
@@ -61,7 +61,8 @@ impl FileOffsetStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(format!("cannot read the offset file {}: {e}", path.display())),
         };
-        Ok(Arc::new(Self {
+        Ok(Arc::new_cyclic(|me| Self {
+            me: me.clone(),
             path,
             state: Mutex::new(State {
                 offsets,
@@ -202,24 +203,6 @@ impl FileOffsetStore {
         Ok(())
     }
 
-    /// Remove every offset of `connector`, persisted.
-    pub fn reset(&self, connector: &str) -> Result<(), String> {
-        let partitions: Vec<(Value, Option<Value>)> = self
-            .offsets_of(connector)
-            .into_iter()
-            .map(|(p, _)| (p, None))
-            .collect();
-        self.alter(connector, &partitions)
-    }
-
-    /// A reader of `connector`'s offsets for its plugin instances.
-    pub fn reader(self: &Arc<Self>, connector: &str) -> Arc<dyn OffsetReader> {
-        Arc::new(ConnectorOffsets {
-            store: Arc::clone(self),
-            connector: connector.to_owned(),
-        })
-    }
-
     /// Write `offsets` as the whole file; the error names it.
     fn persist(&self, offsets: &BTreeMap<String, Value>) -> Result<(), String> {
         persist(&self.path, offsets)
@@ -231,19 +214,32 @@ impl FileOffsetStore {
     }
 }
 
-struct ConnectorOffsets {
-    store: Arc<FileOffsetStore>,
-    connector: String,
-}
+impl super::OffsetStore for FileOffsetStore {
+    fn commit<'a>(
+        &'a self,
+        connector: &'a str,
+        offsets: &'a [(String, String)],
+        max_partitions: usize,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let store = self
+                .me
+                .upgrade()
+                .ok_or_else(|| "the offset store is closed".to_owned())?;
+            store.commit_async(connector, offsets, max_partitions).await
+        })
+    }
 
-impl OffsetReader for ConnectorOffsets {
-    fn offset(&self, source_partition: &str) -> Option<String> {
-        let partition: Value = serde_json::from_str(source_partition).ok()?;
-        self.store
-            .lock()
-            .offsets
-            .get(&key(&self.connector, &partition))
-            .map(Value::to_string)
+    fn offset(&self, connector: &str, partition: &Value) -> Option<Value> {
+        self.lock().offsets.get(&key(connector, partition)).cloned()
+    }
+
+    fn offsets_of(&self, connector: &str) -> Vec<(Value, Value)> {
+        FileOffsetStore::offsets_of(self, connector)
+    }
+
+    fn alter(&self, connector: &str, changes: &[(Value, Option<Value>)]) -> Result<(), String> {
+        FileOffsetStore::alter(self, connector, changes)
     }
 }
 
@@ -326,7 +322,8 @@ mod tests {
             .unwrap();
 
         let reopened = FileOffsetStore::open(&path).unwrap();
-        let reader = reopened.reader("a");
+        let store: Arc<dyn super::super::OffsetStore> = reopened.clone();
+        let reader = super::super::reader(&store, "a");
         assert_eq!(
             reader.offset(r#"{ "n": 1, "file": "/x" }"#),
             Some(r#"{"position":20}"#.into())

@@ -131,6 +131,21 @@ pub struct TaskMetrics {
     /// The task's clients made from the connector's own settings (KIP-458), whose failures
     /// the status shows.
     own_clients: Mutex<Vec<std::sync::Arc<crate::kafka::OwnClient>>>,
+    /// Where its state changes are reported, as whom.
+    status: Option<StatusReporter>,
+}
+
+/// Reports a task's states to the status store.
+struct StatusReporter {
+    id: crate::storage::ConnectorTaskId,
+    store: std::sync::Arc<dyn crate::storage::StatusStore>,
+    worker_id: String,
+}
+
+impl std::fmt::Debug for StatusReporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StatusReporter({})", self.id)
+    }
 }
 
 impl Default for TaskMetrics {
@@ -143,11 +158,29 @@ impl Default for TaskMetrics {
             state: Mutex::new(TaskState::Unassigned),
             detail: Mutex::new(None),
             own_clients: Mutex::new(Vec::new()),
+            status: None,
         }
     }
 }
 
 impl TaskMetrics {
+    /// Counters of task `id`, whose every state change is written to `store` as run by
+    /// `worker_id`.
+    pub fn reporting(
+        id: crate::storage::ConnectorTaskId,
+        store: std::sync::Arc<dyn crate::storage::StatusStore>,
+        worker_id: String,
+    ) -> Self {
+        Self {
+            status: Some(StatusReporter {
+                id,
+                store,
+                worker_id,
+            }),
+            ..Self::default()
+        }
+    }
+
     /// Records done so far.
     pub fn done(&self) -> u64 {
         self.records_done.load(Ordering::Relaxed)
@@ -158,9 +191,25 @@ impl TaskMetrics {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Set the state.
+    /// Set the state (and report it, if the task reports to a status store).
     pub fn set_state(&self, state: TaskState) {
-        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = state;
+        let mut current = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        // Written under the lock, so the store sees the task's states in the order it had them.
+        if let Some(status) = &self.status {
+            let trace = match &state {
+                TaskState::Failed(t) | TaskState::Restarting(t) => Some(t.clone()),
+                _ => None,
+            };
+            status.store.put_task(
+                &status.id,
+                crate::storage::StoredStatus {
+                    state: state.name(),
+                    trace,
+                    worker_id: status.worker_id.clone(),
+                },
+            );
+        }
+        *current = state;
     }
 
     /// What the task is waiting for, if anything.

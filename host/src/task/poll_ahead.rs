@@ -41,6 +41,9 @@ pub(super) struct Served<R, I> {
     requests: Option<mpsc::UnboundedSender<R>>,
     task: JoinHandle<I>,
     abandoned: bool,
+    /// The task's control and `task.shutdown.graceful.timeout.ms`: once the task is told to
+    /// stop, a call waited on gets at most this much longer, whichever call it is.
+    stop: (watch::Receiver<Control>, Duration),
 }
 
 impl<R, I> Drop for Served<R, I> {
@@ -53,7 +56,11 @@ impl<R, I> Drop for Served<R, I> {
 impl<R: Send + 'static, I: Send + 'static> Served<R, I> {
     /// Serve `instance` on the plugin runtime: `serve` answers each request in order and
     /// hands the instance back.
-    pub(super) fn spawn<F>(instance: I, serve: impl Fn(I, R) -> F + Send + 'static) -> Self
+    pub(super) fn spawn<F>(
+        instance: I,
+        stop: (watch::Receiver<Control>, Duration),
+        serve: impl Fn(I, R) -> F + Send + 'static,
+    ) -> Self
     where
         F: Future<Output = I> + Send,
     {
@@ -69,6 +76,32 @@ impl<R: Send + 'static, I: Send + 'static> Served<R, I> {
             requests: Some(requests),
             task,
             abandoned: false,
+            stop,
+        }
+    }
+
+    /// Wait for `answer`, the reply to a `function` request: as long as it takes while the
+    /// task runs, and at most the shutdown grace once it is told to stop. Past that the
+    /// instance is abandoned and the call fails with `Abandoned`.
+    pub(super) async fn answer<T>(
+        &mut self,
+        function: &'static str,
+        answer: oneshot::Receiver<Result<T, CallError>>,
+    ) -> Result<T, CallError> {
+        let (stop, grace) = (self.stop.0.clone(), self.stop.1);
+        match answer_or_stop(answer, &stop, grace).await {
+            Some(Ok(outcome)) => outcome,
+            Some(Err(_)) => Err(gone(function)),
+            None => {
+                self.abandon();
+                Err(CallError::Abandoned {
+                    function,
+                    message: format!(
+                        "{function} did not return within {} ms of the stop request (task.shutdown.graceful.timeout.ms); the plugin instance was abandoned",
+                        grace.as_millis()
+                    ),
+                })
+            }
         }
     }
 
@@ -124,22 +157,31 @@ pub struct PollAhead {
 }
 
 impl PollAhead {
-    /// Move `instance` onto its own tokio task.
-    pub fn spawn(instance: SourceTaskInstance) -> Self {
-        let served = Served::spawn(instance, |mut instance: SourceTaskInstance, request| {
-            // A dropped reply (the task stopped) is not an error here.
-            async move {
-                match request {
-                    Request::Poll { max_records, reply } => {
-                        let _ = reply.send(instance.poll_batch(max_records).await);
+    /// Move `instance` onto its own tokio task. Once `stop` says stop, every call waited on
+    /// gets at most `grace` more.
+    pub fn spawn(
+        instance: SourceTaskInstance,
+        stop: watch::Receiver<Control>,
+        grace: Duration,
+    ) -> Self {
+        let served = Served::spawn(
+            instance,
+            (stop, grace),
+            |mut instance: SourceTaskInstance, request| {
+                // A dropped reply (the task stopped) is not an error here.
+                async move {
+                    match request {
+                        Request::Poll { max_records, reply } => {
+                            let _ = reply.send(instance.poll_batch(max_records).await);
+                        }
+                        Request::Commit { positions, reply } => {
+                            let _ = reply.send(instance.commit(&positions).await);
+                        }
                     }
-                    Request::Commit { positions, reply } => {
-                        let _ = reply.send(instance.commit(&positions).await);
-                    }
+                    instance
                 }
-                instance
-            }
-        });
+            },
+        );
         PollAhead { served }
     }
 
@@ -161,10 +203,10 @@ impl PollAhead {
     }
 
     /// Tell the plugin these positions are durably recorded (after any poll asked for first).
-    pub async fn commit(&self, positions: Vec<SourcePosition>) -> Result<(), CallError> {
+    pub async fn commit(&mut self, positions: Vec<SourcePosition>) -> Result<(), CallError> {
         let (reply, done) = oneshot::channel();
         self.served.send(Request::Commit { positions, reply });
-        done.await.unwrap_or_else(|_| Err(gone("commit")))
+        self.served.answer("commit", done).await
     }
 
     /// Wait for what was asked, then stop the plugin, all within `grace`
@@ -236,7 +278,7 @@ pub(super) fn gone(function: &'static str) -> CallError {
 
 /// The runtime plugin instances are served on: one thread per core, started on first use; the
 /// caller's runtime if it cannot be built.
-pub(super) fn runtime() -> Handle {
+pub(crate) fn runtime() -> Handle {
     static RUNTIME: OnceLock<Option<Runtime>> = OnceLock::new();
     let built = RUNTIME.get_or_init(|| {
         Builder::new_multi_thread()

@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
+use super::Control;
 use super::poll_ahead::{Served, gone};
 use crate::sandbox::wit::types::{RecordFailure, TopicPartition, TopicPartitionOffset};
 use crate::sandbox::{CallError, PutBatch, SinkTaskInstance};
@@ -44,29 +45,38 @@ pub struct PutBehind {
 }
 
 impl PutBehind {
-    /// Move `instance` onto its own tokio task.
-    pub fn spawn(instance: SinkTaskInstance) -> Self {
-        let served = Served::spawn(instance, |mut instance: SinkTaskInstance, request| {
-            // A dropped reply (the task stopped) is not an error here.
-            async move {
-                match request {
-                    Request::Put { batch, reply } => {
-                        let outcome = instance.put(&batch).await;
-                        let _ = reply.send((*batch, outcome));
+    /// Move `instance` onto its own tokio task. Once `stop` says stop, every call waited on
+    /// gets at most `grace` more.
+    pub fn spawn(
+        instance: SinkTaskInstance,
+        stop: watch::Receiver<Control>,
+        grace: Duration,
+    ) -> Self {
+        let served = Served::spawn(
+            instance,
+            (stop, grace),
+            |mut instance: SinkTaskInstance, request| {
+                // A dropped reply (the task stopped) is not an error here.
+                async move {
+                    match request {
+                        Request::Put { batch, reply } => {
+                            let outcome = instance.put(&batch).await;
+                            let _ = reply.send((*batch, outcome));
+                        }
+                        Request::Open { partitions, reply } => {
+                            let _ = reply.send(instance.open(&partitions).await);
+                        }
+                        Request::Close { partitions, reply } => {
+                            let _ = reply.send(instance.close(&partitions).await);
+                        }
+                        Request::Flush { offsets, reply } => {
+                            let _ = reply.send(instance.flush(&offsets).await);
+                        }
                     }
-                    Request::Open { partitions, reply } => {
-                        let _ = reply.send(instance.open(&partitions).await);
-                    }
-                    Request::Close { partitions, reply } => {
-                        let _ = reply.send(instance.close(&partitions).await);
-                    }
-                    Request::Flush { offsets, reply } => {
-                        let _ = reply.send(instance.flush(&offsets).await);
-                    }
+                    instance
                 }
-                instance
-            }
-        });
+            },
+        );
         PutBehind { served }
     }
 
@@ -91,27 +101,27 @@ impl PutBehind {
     }
 
     /// Partitions assigned to the task.
-    pub async fn open(&self, partitions: Vec<TopicPartition>) -> Result<(), CallError> {
+    pub async fn open(&mut self, partitions: Vec<TopicPartition>) -> Result<(), CallError> {
         let (reply, done) = oneshot::channel();
         self.served.send(Request::Open { partitions, reply });
-        done.await.unwrap_or_else(|_| Err(gone("open")))
+        self.served.answer("open", done).await
     }
 
     /// Partitions taken away from the task.
-    pub async fn close(&self, partitions: Vec<TopicPartition>) -> Result<(), CallError> {
+    pub async fn close(&mut self, partitions: Vec<TopicPartition>) -> Result<(), CallError> {
         let (reply, done) = oneshot::channel();
         self.served.send(Request::Close { partitions, reply });
-        done.await.unwrap_or_else(|_| Err(gone("close")))
+        self.served.answer("close", done).await
     }
 
     /// Make everything put so far durable; returns the offsets safe to commit.
     pub async fn flush(
-        &self,
+        &mut self,
         offsets: Vec<TopicPartitionOffset>,
     ) -> Result<Vec<TopicPartitionOffset>, CallError> {
         let (reply, done) = oneshot::channel();
         self.served.send(Request::Flush { offsets, reply });
-        done.await.unwrap_or_else(|_| Err(gone("flush")))
+        self.served.answer("flush", done).await
     }
 
     /// Wait for what was asked, then stop the plugin, all within `grace`

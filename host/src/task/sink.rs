@@ -807,6 +807,11 @@ impl SinkRunner {
         };
         let safe = match flushed {
             Ok(safe) => safe,
+            // Told to stop while the plugin's `flush` hung: given up after the grace.
+            Err(e) if self.instance.is_abandoned() => {
+                tracing::warn!(connector = %self.connector, task = self.task, "{e}; nothing was committed");
+                return Ok(());
+            }
             Err(e) if e.is_retriable() => {
                 tracing::warn!(connector = %self.connector, task = self.task, "{e}; committing nothing this time");
                 return Ok(());

@@ -27,7 +27,7 @@ use crate::errors::dlq::FailedRecord;
 use crate::errors::{ErrorReporter, RecordError, Stage};
 use crate::kafka::producer::{AckTarget, DeliveryError, Outgoing, Producer, Queued, Report, Topic};
 use crate::kafka::topics::TopicCreator;
-use crate::offsets::{FileOffsetStore, Submitted, SubmittedRecords};
+use crate::offsets::{OffsetStore, Submitted, SubmittedRecords};
 use crate::sandbox::capabilities::TopicGrant;
 use crate::sandbox::instance::SourcePosition;
 use crate::sandbox::{DataRef, RecordRef};
@@ -48,7 +48,7 @@ pub struct SourceRunner {
     pub instance: PollAhead,
     pub producer: Arc<Producer>,
     pub topics: Arc<TopicCreator>,
-    pub offsets: Arc<FileOffsetStore>,
+    pub offsets: Arc<dyn OffsetStore>,
     /// The connector config (default `topic`, topic creation settings).
     pub config: Vec<(String, String)>,
     pub key_converter: Converter,
@@ -851,7 +851,7 @@ impl SourceRunner {
             return Ok(());
         }
         self.offsets
-            .commit_async(
+            .commit(
                 &self.connector,
                 &committable,
                 self.settings.stored_partitions_max,
@@ -885,6 +885,12 @@ impl SourceRunner {
         };
         match committed {
             Ok(()) => Ok(()),
+            // Told to stop while the plugin's `commit` hung: the offsets are stored; only the
+            // plugin's notice was given up, after the grace.
+            Err(e) if self.instance.is_abandoned() => {
+                tracing::warn!(connector = %self.connector, task = self.task, "{e}");
+                Ok(())
+            }
             Err(e) if e.is_retriable() => {
                 tracing::warn!(connector = %self.connector, task = self.task, "commit: {e}");
                 Ok(())

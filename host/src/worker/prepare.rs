@@ -15,7 +15,7 @@ use crate::errors::ErrorPolicy;
 use crate::kafka::clients::ConnectorClients;
 use crate::kafka::consumer::Subscription;
 use crate::plugin::{Plugin, World};
-use crate::sandbox::{CallError, ConnectorInstance, Grants, InstanceContext, Limits, Tags};
+use crate::sandbox::{ConnectorInstance, Grants, InstanceContext, Limits, Tags};
 use crate::task::RunnerSettings;
 
 /// A connector whose config checked out, with its task configs.
@@ -29,8 +29,6 @@ pub(crate) struct Prepared {
     pub limits: Limits,
     pub key_converter: Converter,
     pub value_converter: Converter,
-    /// The current split; empty while a retriable split failure waits to be retried.
-    pub task_configs: Vec<Vec<(String, String)>>,
     pub restart: RestartPolicy,
     pub settings: RunnerSettings,
     pub errors: Arc<ErrorPolicy>,
@@ -41,6 +39,28 @@ pub(crate) struct Prepared {
     /// The config with its config provider placeholders resolved (what `pairs` came from),
     /// to restore the placeholders in what is shown and to redact the values.
     pub resolved: Arc<Resolved>,
+}
+
+impl Prepared {
+    /// What the connector is, as the herder shows it.
+    pub fn facts(&self) -> super::ConnectorFacts {
+        let spec = &self.plugin.spec;
+        super::ConnectorFacts {
+            world: self.plugin.world,
+            plugin: spec.name.clone(),
+            version: spec.version.clone(),
+            build: (self.plugin.path.clone(), self.plugin.sha256.clone()),
+            secret_keys: spec
+                .config
+                .iter()
+                .filter(|k| k.ty == "PASSWORD")
+                .map(|k| k.name.clone())
+                .collect(),
+            tasks_max: self.tasks_max,
+            restart: self.restart,
+            monitor_interval: self.settings.monitor_interval,
+        }
+    }
 }
 
 /// The problems with `config` that need no plugin instance (or the connector, not yet split): unknown plugin, the plugin's key
@@ -216,7 +236,6 @@ fn check(
         limits,
         key_converter,
         value_converter,
-        task_configs: Vec::new(),
         restart,
         settings,
         errors: Arc::new(errors),
@@ -254,116 +273,48 @@ pub(crate) fn connector_context(name: &str, prepared: &Prepared) -> InstanceCont
     }
 }
 
-/// Why [`prepare`] did not produce a connector with task configs.
-pub(crate) enum NotPrepared {
-    /// The config is invalid, or the plugin could not be instantiated or failed for good.
-    Invalid(Vec<Problem>),
-    /// The config is valid but the plugin's `task-configs` failed retriably: the connector
-    /// exists (without task configs) and its split is retried under the restart policy.
-    Retry {
-        prepared: Box<Prepared>,
-        instance: Box<ConnectorInstance>,
-        error: String,
-    },
-}
-
-/// Check `config` completely, keep its connector instance and split it into task configs.
-/// The instance's `request-reconfiguration` notifies `reconfigure`.
+/// Check `config` completely and instantiate its connector (not yet created): the worker's
+/// checks, then the plugin's own `validate`, in a connector instance kept for the connector.
+/// The instance is made and asked on the plugin runtime. Its `request-reconfiguration`
+/// notifies `reconfigure`.
 pub(crate) async fn prepare(
     shared: &Shared,
     config: &ConnectorConfig,
     reconfigure: Arc<Notify>,
-) -> Result<(Prepared, ConnectorInstance), NotPrepared> {
-    let mut prepared = check(shared, config, reconfigure).map_err(NotPrepared::Invalid)?;
-    let plugin = &prepared.plugin;
+) -> Result<(Prepared, ConnectorInstance), Vec<Problem>> {
+    let prepared = check(shared, config, reconfigure)?;
+    let plugin = Arc::clone(&prepared.plugin);
     let ctx = connector_context(&config.name, &prepared);
-    let instance_error =
-        |e: String| NotPrepared::Invalid(vec![Problem::new("", prepared.resolved.redact(&e))]);
-    let mut instance = ConnectorInstance::new(
-        &shared.sandbox,
-        &plugin.component,
-        plugin.world,
-        plugin.contract,
-        &ctx,
-    )
-    .await
-    .map_err(|e| {
-        instance_error(format!(
-            "cannot instantiate plugin {}: {e:#}",
-            plugin.spec.name
-        ))
-    })?;
-    let invalid = instance
-        .validate(&prepared.pairs)
+    let sandbox = Arc::clone(&shared.sandbox);
+    let pairs = prepared.pairs.clone();
+    let made = crate::task::poll_ahead::runtime().spawn(async move {
+        let mut instance = ConnectorInstance::new(
+            &sandbox,
+            &plugin.component,
+            plugin.world,
+            plugin.contract,
+            &ctx,
+        )
         .await
-        .map_err(|e| instance_error(e.to_string()))?;
+        .map_err(|e| format!("cannot instantiate plugin {}: {e:#}", plugin.spec.name))?;
+        let invalid = instance.validate(&pairs).await.map_err(|e| e.to_string())?;
+        Ok::<_, String>((instance, invalid))
+    });
+    let made = made
+        .await
+        .unwrap_or_else(|e| Err(format!("worker bug: {e}")));
+    let instance_error = |e: String| vec![Problem::new("", prepared.resolved.redact(&e))];
+    let (instance, invalid) = made.map_err(instance_error)?;
     if !invalid.is_empty() {
-        return Err(NotPrepared::Invalid(redacted(
+        return Err(redacted(
             &prepared.resolved,
             invalid
                 .into_iter()
                 .map(|e| Problem::new(e.key, e.message))
                 .collect(),
-        )));
+        ));
     }
-    match split(&config.name, &prepared, &mut instance).await {
-        Ok(configs) => {
-            prepared.task_configs = configs;
-            Ok((prepared, instance))
-        }
-        Err(e) if e.is_retriable() => Err(NotPrepared::Retry {
-            // Shown in the connector's status: no resolved secret in it.
-            error: prepared.resolved.redact(&e.to_string()),
-            prepared: Box::new(prepared),
-            instance: Box::new(instance),
-        }),
-        Err(e) => {
-            // `create` may have succeeded: the plugin releases what it acquired.
-            let _ = instance.stop().await;
-            Err(instance_error(e.to_string()))
-        }
-    }
-}
-
-/// Ask the connector instance for its task configs, creating the connector with its config
-/// first if that has not happened yet (or failed retriably before).
-pub(crate) async fn split(
-    name: &str,
-    prepared: &Prepared,
-    instance: &mut ConnectorInstance,
-) -> Result<Vec<Vec<(String, String)>>, CallError> {
-    if !instance.is_created() {
-        instance.create(&prepared.pairs).await?;
-    }
-    let configs = instance.task_configs(prepared.tasks_max).await?;
-    tracing::info!(connector = %name, plugin = %prepared.plugin.spec.name, version = %prepared.plugin.spec.version, tasks = configs.len(), tasks_max = prepared.tasks_max, "connector configured");
-    Ok(configs)
-}
-
-/// Every problem with `config`, for `validate`: the worker's checks, the plugin's own, and a
-/// split that fails for good. A split that fails retriably is no problem with the config (a
-/// create accepts it and retries), so the prepared connector comes back without task configs.
-pub(crate) async fn problems(
-    shared: &Shared,
-    config: &ConnectorConfig,
-) -> Result<Prepared, Vec<Problem>> {
-    // The connector created to check the split is stopped right away (a plugin's `stop`
-    // failing is no problem with the config).
-    match prepare(shared, config, Arc::new(Notify::new())).await {
-        Ok((prepared, mut instance)) => {
-            let _ = instance.stop().await;
-            Ok(prepared)
-        }
-        Err(NotPrepared::Invalid(problems)) => Err(problems),
-        Err(NotPrepared::Retry {
-            prepared,
-            mut instance,
-            ..
-        }) => {
-            let _ = instance.stop().await;
-            Ok(*prepared)
-        }
-    }
+    Ok((prepared, instance))
 }
 
 /// Describe problems from [`prepare`] for connector `name`.

@@ -14,6 +14,7 @@ use crate::kafka::consumer::{self, Subscription};
 use crate::kafka::producer::Producer;
 use crate::plugin::World;
 use crate::sandbox::{InstanceContext, SinkTaskInstance, SourceTaskInstance};
+use crate::storage::{ConnectorTaskId, Pairs};
 use crate::task::poll_ahead::PollAhead;
 use crate::task::put_behind::PutBehind;
 use crate::task::sink::SinkRunner;
@@ -25,19 +26,32 @@ pub(crate) struct TaskHandle {
     pub metrics: Arc<TaskMetrics>,
     pub control: watch::Sender<Control>,
     pub join: JoinHandle<()>,
+    /// How long a stop may take before the task is aborted: the shutdown grace (which bounds
+    /// every plugin call it waits on once told to stop) plus [`STOP_MARGIN`] for its Kafka
+    /// work (the last commits, leaving the group).
+    pub stop_within: std::time::Duration,
 }
 
-/// Start task `id` under `control`, supervised: a failure restarts it from scratch (a new
-/// instance, resuming from the committed offsets) under the connector's restart policy.
+/// What a stopping task may take beyond the shutdown grace before it is aborted.
+pub(crate) const STOP_MARGIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Start task `id` under `control` from `task_config` (one of a split of `split_size`),
+/// supervised: a failure restarts it from scratch (a new instance, resuming from the committed
+/// offsets) under the connector's restart policy. Its states go to the status store.
 pub(crate) fn spawn_task(
     shared: &Arc<Shared>,
-    name: &str,
+    id: &ConnectorTaskId,
     prepared: &Arc<Prepared>,
-    id: u32,
+    task_config: Pairs,
+    split_size: usize,
     initial: Control,
     topics_used: &ActiveTopics,
 ) -> TaskHandle {
-    let metrics = Arc::new(TaskMetrics::default());
+    let metrics = Arc::new(TaskMetrics::reporting(
+        id.clone(),
+        Arc::clone(&shared.status),
+        shared.config.worker_id.clone(),
+    ));
     metrics.set_state(if initial == Control::Pause {
         TaskState::Paused
     } else {
@@ -46,9 +60,13 @@ pub(crate) fn spawn_task(
     let (control, control_rx) = watch::channel(initial);
     let join = tokio::spawn(supervise(
         Arc::clone(shared),
-        name.to_owned(),
+        id.connector.clone(),
         Arc::clone(prepared),
-        id,
+        Assigned {
+            id: id.task,
+            config: task_config,
+            split_size,
+        },
         control_rx,
         Arc::clone(&metrics),
         Arc::clone(topics_used),
@@ -57,26 +75,35 @@ pub(crate) fn spawn_task(
         metrics,
         control,
         join,
+        stop_within: prepared.settings.shutdown_grace + STOP_MARGIN,
     }
+}
+
+/// The task a runner runs: its id, its config, and the size of the split it is part of.
+struct Assigned {
+    id: u32,
+    config: Pairs,
+    split_size: usize,
 }
 
 async fn supervise(
     shared: Arc<Shared>,
     name: String,
     prepared: Arc<Prepared>,
-    id: u32,
+    task: Assigned,
     mut control_rx: watch::Receiver<Control>,
     metrics: Arc<TaskMetrics>,
     topics_used: ActiveTopics,
 ) {
     let policy = prepared.restart;
+    let id = task.id;
     let mut failures: std::collections::VecDeque<std::time::Instant> = Default::default();
     loop {
         let outcome = run_once(
             &shared,
             &name,
             &prepared,
-            id,
+            &task,
             control_rx.clone(),
             &metrics,
             &topics_used,
@@ -137,30 +164,23 @@ async fn supervise(
     }
 }
 
-/// Create task `id`'s instance and run it until it stops or fails.
+/// Create `task`'s instance and run it until it stops or fails.
 async fn run_once(
     shared: &Arc<Shared>,
     name: &str,
     prepared: &Prepared,
-    id: u32,
+    task: &Assigned,
     control_rx: watch::Receiver<Control>,
     metrics: &Arc<TaskMetrics>,
     topics_used: &ActiveTopics,
 ) -> Result<(), Failure> {
-    let task_config = prepared
-        .task_configs
-        .get(id as usize)
-        .ok_or_else(|| Failure::fatal(format!("connector {name} has no task {id}")))?;
+    let id = task.id;
     // Config provider placeholders are resolved again for every start of the task, so a
     // restart picks up a rotated secret (a value the plugin built from a secret stays as the
     // connector's split made it).
-    let fresh = shared
-        .config
-        .providers
-        .resolve(&prepared.resolved.placeholders_back(task_config))
-        .map_err(|p| {
-            Failure::fatal(prepared.resolved.redact(&super::problems_message(name, &p)))
-        })?;
+    let fresh = shared.config.providers.resolve(&task.config).map_err(|p| {
+        Failure::fatal(prepared.resolved.redact(&super::problems_message(name, &p)))
+    })?;
     // Capabilities come from the operator's connector config, never from the task config a
     // plugin returned, so a plugin cannot grant itself more.
     let mut ctx = connector_context(name, prepared);
@@ -177,7 +197,7 @@ async fn run_once(
         shared,
         name,
         prepared,
-        id,
+        task,
         control_rx,
         metrics,
         topics_used,
@@ -191,28 +211,30 @@ async fn run_once(
     })
 }
 
-/// Run task `id`'s instance, created with `ctx` from `task_config`, until it stops or fails.
+/// Run `task`'s instance, created with `ctx` from `task_config` (its config resolved), until
+/// it stops or fails.
 #[allow(clippy::too_many_arguments)]
 async fn run_instance(
     shared: &Arc<Shared>,
     name: &str,
     prepared: &Prepared,
-    id: u32,
+    task: &Assigned,
     control_rx: watch::Receiver<Control>,
     metrics: &Arc<TaskMetrics>,
     topics_used: &ActiveTopics,
     mut ctx: InstanceContext,
     task_config: &[(String, String)],
 ) -> Result<(), Failure> {
+    let id = task.id;
     let plugin = &prepared.plugin;
     if plugin.world == World::Source {
-        ctx.offsets = shared.offsets.reader(name);
+        ctx.offsets = crate::offsets::reader(&shared.offsets, name);
     }
     let mut settings = prepared.settings;
     // Each task may track its own partitions; the connector's store holds all of theirs.
     settings.stored_partitions_max = settings
         .source_partitions_max
-        .saturating_mul(prepared.task_configs.len().max(1));
+        .saturating_mul(task.split_size.max(1));
     metrics.set_state(if crate::task::control(&control_rx) == Control::Pause {
         TaskState::Paused
     } else {
@@ -276,7 +298,7 @@ async fn run_instance(
             SourceRunner {
                 connector: name.to_owned(),
                 task: id,
-                instance: PollAhead::spawn(instance),
+                instance: PollAhead::spawn(instance, control_rx.clone(), settings.shutdown_grace),
                 producer,
                 topics,
                 offsets: Arc::clone(&shared.offsets),
@@ -324,7 +346,7 @@ async fn run_instance(
             SinkRunner {
                 connector: name.to_owned(),
                 task: id,
-                instance: PutBehind::spawn(instance),
+                instance: PutBehind::spawn(instance, control_rx.clone(), settings.shutdown_grace),
                 consumer,
                 events,
                 key_converter: prepared.key_converter,
@@ -342,19 +364,18 @@ async fn run_instance(
     }
 }
 
-/// How long a stopping task may take before it is aborted. Each plugin call it waits on is
-/// bounded by the shutdown grace period already; this is the backstop.
-const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
-
 impl TaskHandle {
     /// Tell the task to stop and wait until it has (offsets flushed and committed).
     pub async fn stop(&mut self) {
         let _ = self.control.send(Control::Stop);
-        if tokio::time::timeout(STOP_GRACE, &mut self.join)
+        if tokio::time::timeout(self.stop_within, &mut self.join)
             .await
             .is_err()
         {
-            tracing::warn!("a task did not stop within {STOP_GRACE:?}; aborting it");
+            tracing::warn!(
+                "a task did not stop within {:?}; aborting it",
+                self.stop_within
+            );
             self.join.abort();
         }
     }

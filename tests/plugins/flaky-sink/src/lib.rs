@@ -80,6 +80,8 @@ pub struct Task {
 impl Task {
     fn sleep_if(&self, call: &str) {
         if self.sleep_in == call {
+            // A line in the worker's log, so a test can wait for the plugin to hang.
+            eprintln!("sleeping in {call} for {} ms", self.sleep_ms);
             std::thread::sleep(std::time::Duration::from_millis(self.sleep_ms));
         }
     }

@@ -38,6 +38,10 @@
 //!   quotes it (config provider tests: the value must reach the plugin and no status or log
 //!   line).
 //! - `tasks` (any mode): how many task configs to return (at most `tasks.max`).
+//!
+//! Whatever the mode, the connector logs `misbehave: validate called`, `misbehave: create
+//! called` and `misbehave: task-configs called` (through the log import) when the worker calls
+//! it, so a test can count the worker's calls in its log.
 
 use wasm_connect_sdk::{
     Config, ConfigDef, ConfigType, Connector, Data, Error, MonitorReport, Result, SourceConnector,
@@ -89,6 +93,7 @@ const MODES: &[&str] = &[
 
 impl Connector for Misbehave {
     fn create(_config: &Config) -> Result<Self> {
+        log::info("misbehave: create called");
         Ok(Self {
             splits: 0,
             monitored: 0,
@@ -158,11 +163,13 @@ impl Connector for Misbehave {
     }
 
     fn validate(config: &Config) -> Vec<wasm_connect_sdk::ConfigError> {
+        log::info("misbehave: validate called");
         sleep_if(config, "validate");
         Vec::new()
     }
 
     fn task_configs(&mut self, config: &Config, max_tasks: u32) -> Result<Vec<Config>> {
+        log::info("misbehave: task-configs called");
         sleep_if(config, "task-configs");
         self.splits += 1;
         let split = self.splits;
@@ -329,6 +336,7 @@ impl SourceTask for Task {
                 eprintln!("hello through stderr");
             }
             "sleep" if self.sleep_in == "poll" => {
+                eprintln!("sleeping in poll for {} ms", self.sleep_ms);
                 std::thread::sleep(std::time::Duration::from_millis(self.sleep_ms))
             }
             "sleep" if self.sleep_in == "commit" => {

@@ -1,0 +1,238 @@
+//! The config log: what the operator asked for (connector configs, target states) and what
+//! the connectors split their work into (task configs), as a sequence of records with offsets,
+//! after Kafka Connect's `ConfigBackingStore`.
+//!
+//! Invariants: records are delivered to subscribers in offset order, each exactly once, and
+//! only once durable; a batch of records given to one [`ConfigLog::append`] is stored whole or
+//! not at all; a connector's task configs are one record (Kafka Connect writes one record per
+//! task and a commit record after them, and readers act on the set only once committed: one
+//! record here is that set).
+
+use std::collections::BTreeMap;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+/// Config pairs in the order given.
+pub type Pairs = Vec<(String, String)>;
+
+/// What the operator asked a connector to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum TargetState {
+    Running,
+    Paused,
+    Stopped,
+}
+
+/// One task of one connector (Kafka Connect's `ConnectorTaskId`): the unit the worker starts,
+/// stops and reports on, whatever other tasks of the connector run here.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectorTaskId {
+    /// The connector's name.
+    pub connector: String,
+    /// The task's index in the connector's split.
+    pub task: u32,
+}
+
+impl ConnectorTaskId {
+    /// Task `task` of `connector`.
+    pub fn new(connector: &str, task: u32) -> Self {
+        Self {
+            connector: connector.to_owned(),
+            task,
+        }
+    }
+}
+
+impl std::fmt::Display for ConnectorTaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.connector, self.task)
+    }
+}
+
+/// One change to the config log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigRecord {
+    /// A connector's config as the operator gave it (config provider placeholders kept).
+    Connector { name: String, config: Pairs },
+    /// A connector removed; its task configs and target state go with it.
+    Removed { name: String },
+    /// A connector's whole split: task `i` runs from `configs[i]` (placeholders put back where
+    /// the plugin copied a resolved value, so no secret is stored).
+    Tasks { name: String, configs: Vec<Pairs> },
+    /// The operator's target state for a connector.
+    Target { name: String, state: TargetState },
+}
+
+impl ConfigRecord {
+    /// The connector the record is about.
+    pub fn connector(&self) -> &str {
+        match self {
+            ConfigRecord::Connector { name, .. }
+            | ConfigRecord::Removed { name }
+            | ConfigRecord::Tasks { name, .. }
+            | ConfigRecord::Target { name, .. } => name,
+        }
+    }
+}
+
+/// A record as stored, with its offset in the log (offsets start at 1 and grow by one per
+/// record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigEvent {
+    pub offset: u64,
+    pub record: ConfigRecord,
+}
+
+/// One connector as the log has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredConnector {
+    /// The config as the operator gave it.
+    pub config: Pairs,
+    pub target: TargetState,
+    /// The stored split; `None` until one is stored (a connector stored by a version without
+    /// task configs, or whose split has not succeeded yet).
+    pub tasks: Option<Vec<Pairs>>,
+}
+
+/// Everything the log holds as of `offset` (Kafka Connect's `ClusterConfigState`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigState {
+    /// The offset of the last record applied (0: none).
+    pub offset: u64,
+    pub connectors: BTreeMap<String, StoredConnector>,
+}
+
+impl ConfigState {
+    /// Apply `event`, the record after those applied so far.
+    pub fn apply(&mut self, event: &ConfigEvent) {
+        self.offset = self.offset.max(event.offset);
+        match &event.record {
+            ConfigRecord::Connector { name, config } => {
+                match self.connectors.get_mut(name) {
+                    Some(stored) => stored.config = config.clone(),
+                    // A new connector runs unless a target state says otherwise (Kafka
+                    // Connect's default too).
+                    None => {
+                        self.connectors.insert(
+                            name.clone(),
+                            StoredConnector {
+                                config: config.clone(),
+                                target: TargetState::Running,
+                                tasks: None,
+                            },
+                        );
+                    }
+                }
+            }
+            ConfigRecord::Removed { name } => {
+                self.connectors.remove(name);
+            }
+            // Task configs and target states of a connector with no config are dropped, as
+            // Kafka Connect drops them: they can only be left over from a removed connector.
+            ConfigRecord::Tasks { name, configs } => {
+                if let Some(stored) = self.connectors.get_mut(name) {
+                    stored.tasks = Some(configs.clone());
+                }
+            }
+            ConfigRecord::Target { name, state } => {
+                if let Some(stored) = self.connectors.get_mut(name) {
+                    stored.target = *state;
+                }
+            }
+        }
+    }
+}
+
+/// The config log. Several writers may append; the log orders their records.
+pub trait ConfigLog: Send + Sync + 'static {
+    /// Everything stored, read now; an unreadable store is an error that names it and says
+    /// what to do.
+    fn read(&self) -> Result<ConfigState, String>;
+
+    /// Append `records`, stored together or not at all. Returns their events once durable;
+    /// every subscriber gets them too, after the events of every earlier append.
+    fn append(&self, records: Vec<ConfigRecord>)
+    -> BoxFuture<'_, Result<Vec<ConfigEvent>, String>>;
+
+    /// The events of every append from now on, in offset order.
+    fn subscribe(&self) -> mpsc::UnboundedReceiver<ConfigEvent>;
+}
+
+/// Whether two splits are the same: task by task, the same keys with the same values, in any
+/// order (a plugin need not return its keys in the same order every time).
+pub fn same_split(a: &[Pairs], b: &[Pairs]) -> bool {
+    let canonical = |c: &Pairs| c.iter().cloned().collect::<BTreeMap<String, String>>();
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| canonical(x) == canonical(y))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(kv: &[(&str, &str)]) -> Pairs {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn state_follows_the_records_in_order() {
+        let mut state = ConfigState::default();
+        let events = [
+            ConfigRecord::Connector {
+                name: "a".into(),
+                config: pairs(&[("x", "1")]),
+            },
+            ConfigRecord::Target {
+                name: "a".into(),
+                state: TargetState::Paused,
+            },
+            ConfigRecord::Tasks {
+                name: "a".into(),
+                configs: vec![pairs(&[("t", "0")])],
+            },
+            // Left over from a connector that is gone: ignored.
+            ConfigRecord::Tasks {
+                name: "gone".into(),
+                configs: vec![],
+            },
+            ConfigRecord::Connector {
+                name: "a".into(),
+                config: pairs(&[("x", "2")]),
+            },
+        ];
+        for (i, record) in events.into_iter().enumerate() {
+            state.apply(&ConfigEvent {
+                offset: i as u64 + 1,
+                record,
+            });
+        }
+        assert_eq!(state.offset, 5);
+        assert_eq!(
+            state.connectors["a"],
+            StoredConnector {
+                config: pairs(&[("x", "2")]),
+                target: TargetState::Paused,
+                tasks: Some(vec![pairs(&[("t", "0")])]),
+            }
+        );
+        assert!(!state.connectors.contains_key("gone"));
+        state.apply(&ConfigEvent {
+            offset: 6,
+            record: ConfigRecord::Removed { name: "a".into() },
+        });
+        assert!(state.connectors.is_empty());
+    }
+
+    #[test]
+    fn splits_compare_by_key_not_order() {
+        let a = vec![pairs(&[("x", "1"), ("y", "2")])];
+        let b = vec![pairs(&[("y", "2"), ("x", "1")])];
+        assert!(same_split(&a, &b));
+        assert!(!same_split(&a, &[pairs(&[("x", "1")])]));
+        assert!(!same_split(&a, &[]));
+    }
+}
