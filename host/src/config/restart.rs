@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::backoff::Backoff;
+
 /// When a failed task is restarted: exponential backoff with jitter, at most `max_attempts`
 /// restarts within `window` (per connector, with worker defaults; see docs/configuration.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,18 +46,16 @@ impl RestartPolicy {
         Ok(policy)
     }
 
+    /// The doubling delays between restarts: from the initial backoff up to the maximum.
+    pub fn backoff(&self) -> Backoff {
+        Backoff::new(self.initial_backoff, self.max_backoff)
+    }
+
     /// The wait before restart number `attempt` (1-based): doubling from the initial backoff up
-    /// to the maximum, plus up to 25% jitter so restarts of many tasks spread out.
+    /// to the maximum, plus up to 25% random jitter so restarts of many tasks spread out (the
+    /// worker's one backoff, [`crate::backoff`]).
     pub fn delay(&self, attempt: u32) -> Duration {
-        let base = self
-            .initial_backoff
-            .saturating_mul(1u32 << attempt.saturating_sub(1).min(20))
-            .min(self.max_backoff);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        base + base.mul_f64(f64::from(nanos % 1000) / 4000.0)
+        self.backoff().delay(attempt.saturating_sub(1))
     }
 }
 
@@ -82,6 +82,24 @@ pub const RESTART_BACKOFF_MAX_MS: &str = "task.restart.backoff.max.ms";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn restarts_wait_longer_each_time_with_jitter() {
+        let policy = RestartPolicy {
+            initial_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_millis(1000),
+            ..RestartPolicy::default()
+        };
+        for (attempt, base) in [(1, 200), (2, 400), (3, 800), (4, 1000), (30, 1000)] {
+            let base = Duration::from_millis(base);
+            let delay = policy.delay(attempt);
+            assert!(
+                delay >= base && delay < base.mul_f64(1.25),
+                "restart {attempt}: {delay:?}"
+            );
+        }
+        assert_eq!(policy.backoff().base(0), policy.initial_backoff);
+    }
 
     #[test]
     fn the_keys_and_defaults_are_the_key_table_s() {
