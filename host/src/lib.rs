@@ -1,5 +1,6 @@
 //! wasm-connect: a Kafka Connect worker whose connectors are WebAssembly components.
 //!
+//! - [`backoff`]: the one exponential backoff with jitter every retry and restart waits.
 //! - [`sandbox`]: the wasmtime engine, compile cache, limits, capabilities and instances.
 //! - [`plugin`]: loading one plugin file and checking it against the contract.
 //! - [`registry`]: the plugin directory, watched for changes.
@@ -15,6 +16,7 @@
 //! - [`broker`]: the embedded broker used when no cluster is configured.
 //! - [`cli`]: the `wasm-connect` command line.
 
+pub mod backoff;
 pub mod broker;
 pub mod cli;
 pub mod config;

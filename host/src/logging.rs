@@ -25,6 +25,10 @@ struct Control {
     levels: Mutex<BTreeMap<String, LoggerLevel>>,
 }
 
+/// The filter of the one tracing subscriber. Process-wide on purpose, and the one piece of
+/// mutable state every worker in a process shares: `tracing` has one global subscriber per
+/// process, so `/admin/loggers` on any worker changes what every worker in the process logs
+/// (as Kafka Connect's does for the JVM's loggers). Everything a worker owns is per worker.
 static CONTROL: OnceLock<Control> = OnceLock::new();
 
 /// Install the global subscriber: `RUST_LOG` if set, else `default_filter`; logs to stderr.

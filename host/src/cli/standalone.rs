@@ -24,8 +24,11 @@ pub struct StandaloneArgs {
 }
 
 pub(super) async fn run(args: StandaloneArgs) -> anyhow::Result<ExitCode> {
-    let worker = WorkerConfig::from_file(&args.worker_config).map_err(anyhow::Error::msg)?;
-    let rest = worker.rest.clone();
+    // The REST API reads its own keys (listeners, TLS, credentials) from the worker file, and
+    // its problems are reported with the rest of the file's.
+    let (worker, rest) =
+        WorkerConfig::from_file_with(&args.worker_config, rest::RestConfig::from_pairs)
+            .map_err(anyhow::Error::msg)?;
     // Read every connector file before starting anything, so a typo fails fast.
     let connectors = args
         .connector_configs

@@ -5,10 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::capacity::{
+    CapacityLimits, FILES_BUDGET, MEMORY_BUDGET, TASKS_PER_CONNECTOR, TASKS_PER_WORKER,
+};
 use super::connector::{Problem, describe};
 use super::file::{self, Pairs};
-use super::keys::Scope;
+use super::keys::{HTTPS_LISTENER_PREFIX, Scope};
 use super::providers::{Providers, Resolved};
+use super::restart::RestartPolicy;
 use crate::kafka::clients::{self, ClientSettings};
 use crate::sandbox::Limits;
 
@@ -31,7 +35,7 @@ pub struct WorkerConfig {
     /// Address space reserved per instance for its linear memory (at least every limit).
     pub memory_reservation: u64,
     /// How many tasks, and how much memory their limits claim, the worker admits.
-    pub capacity: crate::herder::CapacityLimits,
+    pub capacity: CapacityLimits,
     /// Batch sizes, record size and in-flight limits of tasks (connectors may override them).
     pub task: crate::task::RunnerSettings,
     pub topic_creation_enable: bool,
@@ -41,9 +45,7 @@ pub struct WorkerConfig {
     pub embedded_listener: String,
     pub worker_id: String,
     /// Restart policy defaults for failed tasks.
-    pub restart: crate::worker::RestartPolicy,
-    /// The REST API's listeners (HTTP and HTTPS), credentials and body limit.
-    pub rest: crate::rest::RestConfig,
+    pub restart: RestartPolicy,
     /// The Kafka clients' settings: the security keys every client takes, `producer.*`,
     /// `consumer.*` and `admin.*` over them, in librdkafka's terms; and what connectors may
     /// override.
@@ -56,12 +58,33 @@ impl WorkerConfig {
     /// Read a worker config file; relative paths in it are relative to the current directory,
     /// as with Kafka Connect.
     pub fn from_file(path: &Path) -> Result<Self, String> {
+        Self::from_file_with(path, |_| Ok(())).map(|(config, ())| config)
+    }
+
+    /// Read a worker config file, and with it the settings of a subsystem above `config/` (the
+    /// REST API's listeners, say) that `section` reads from the same keys, provider placeholders
+    /// resolved. Its problems are reported with the worker config's, in one message.
+    pub fn from_file_with<T>(
+        path: &Path,
+        section: impl FnOnce(&[(String, String)]) -> Result<T, Vec<Problem>>,
+    ) -> Result<(Self, T), String> {
         let pairs = file::read(path)?;
-        Self::from_pairs(&pairs).map_err(|p| describe(&path.display().to_string(), &p))
+        Self::from_pairs_with(&pairs, section)
+            .map_err(|p| describe(&path.display().to_string(), &p))
     }
 
     /// Parse worker config pairs; every bad key is reported.
     pub fn from_pairs(raw: &Pairs) -> Result<Self, Vec<Problem>> {
+        Self::from_pairs_with(raw, |_| Ok(())).map(|(config, ())| config)
+    }
+
+    /// Parse worker config pairs and, from the same resolved keys, `section`'s settings (see
+    /// [`Self::from_file_with`]); every bad key is reported. `config/` knows no subsystem above
+    /// it: those read their own keys here, so that one start-up error names every problem.
+    pub fn from_pairs_with<T>(
+        raw: &Pairs,
+        section: impl FnOnce(&[(String, String)]) -> Result<T, Vec<Problem>>,
+    ) -> Result<(Self, T), Vec<Problem>> {
         let mut problems = Vec::new();
         // The worker file may use its own providers (`sasl.jaas.config=${file:...}`); they are
         // resolved once, here.
@@ -85,7 +108,7 @@ impl WorkerConfig {
                 || CLIENT_PREFIXES.iter().any(|p| key.starts_with(p))
                 || clients::is_common_key(key)
                 || key.starts_with("config.providers.")
-                || key.starts_with(crate::rest::tls::PREFIX)
+                || key.starts_with(HTTPS_LISTENER_PREFIX)
                 || key.starts_with("key.converter.")
                 || key.starts_with("value.converter.");
             if !known {
@@ -100,7 +123,7 @@ impl WorkerConfig {
             problems.extend(p);
             ClientSettings::default()
         });
-        let rest = crate::rest::RestConfig::from_pairs(pairs).map_err(|p| problems.extend(p));
+        let section = section(pairs).map_err(|p| problems.extend(p));
         // Keys without a fixed default in the key table pass theirs; the table's kind says what
         // each takes.
         let mut number_or = |key: &str, default: u64| -> u64 {
@@ -120,22 +143,16 @@ impl WorkerConfig {
         let grace = crate::task::settings::SHUTDOWN_GRACE_MS;
         let shutdown_ms = number_or(grace, fixed(grace));
         let memory_reservation = number_or(MEMORY_RESERVATION, limits.memory_bytes as u64);
-        let machine = crate::herder::CapacityLimits::for_this_machine(memory_reservation);
-        let tasks_per_worker = number_or(
-            crate::herder::capacity::TASKS_PER_WORKER,
-            u64::from(machine.tasks_per_worker),
-        )
-        .min(u64::from(u32::MAX)) as u32;
+        let machine = CapacityLimits::for_this_machine(memory_reservation);
+        let tasks_per_worker = number_or(TASKS_PER_WORKER, u64::from(machine.tasks_per_worker))
+            .min(u64::from(u32::MAX)) as u32;
         let tasks_per_connector = number_or(
-            crate::herder::capacity::TASKS_PER_CONNECTOR,
+            TASKS_PER_CONNECTOR,
             u64::from(machine.tasks_per_connector.min(tasks_per_worker)),
         )
         .min(u64::from(tasks_per_worker)) as u32;
-        let memory_budget = number_or(
-            crate::herder::capacity::MEMORY_BUDGET,
-            machine.memory_budget,
-        );
-        let files_budget = number_or(crate::herder::capacity::FILES_BUDGET, machine.files_budget);
+        let memory_budget = number_or(MEMORY_BUDGET, machine.memory_budget);
+        let files_budget = number_or(FILES_BUDGET, machine.files_budget);
         let scan_ms = number_or("plugin.scan.interval.ms", fixed("plugin.scan.interval.ms"));
         let partitions = number_or(
             "topic.creation.default.partitions",
@@ -160,7 +177,7 @@ impl WorkerConfig {
                 true
             })
         });
-        let restart = crate::worker::RestartPolicy::configured(Default::default(), pairs)
+        let restart = RestartPolicy::configured(Default::default(), pairs)
             .map_err(|m| problems.push(Problem::new("", m)))
             .unwrap_or_default();
         let task = crate::task::RunnerSettings {
@@ -203,17 +220,17 @@ impl WorkerConfig {
             return Err(problems);
         }
         // Problems were reported above.
-        let Ok(rest) = rest else {
+        let Ok(section) = section else {
             return Err(problems);
         };
-        Ok(Self {
+        let config = Self {
             bootstrap_servers,
             plugin_path: PathBuf::from(get("plugin.path").unwrap_or("dist/plugins")),
             data_dir: PathBuf::from(get("data.dir").unwrap_or("wasm-connect-data")),
             converter_defaults,
             limits,
             memory_reservation,
-            capacity: crate::herder::CapacityLimits {
+            capacity: CapacityLimits {
                 tasks_per_worker,
                 tasks_per_connector,
                 memory_budget,
@@ -231,10 +248,10 @@ impl WorkerConfig {
                 .map(str::to_owned)
                 .unwrap_or_else(default_worker_id),
             restart,
-            rest,
             clients,
             providers,
-        })
+        };
+        Ok((config, section))
     }
 }
 
@@ -277,6 +294,27 @@ mod tests {
         assert_eq!(
             c.converter_defaults,
             pairs(&[("value.converter", "string")])
+        );
+    }
+
+    #[test]
+    fn a_section_above_config_reads_the_same_keys_and_reports_with_them() {
+        let (_, listeners) =
+            WorkerConfig::from_pairs_with(&pairs(&[("listeners", "http://127.0.0.1:0")]), |p| {
+                Ok(file::last(p, "listeners").map(str::to_owned))
+            })
+            .unwrap();
+        assert_eq!(listeners.as_deref(), Some("http://127.0.0.1:0"));
+        let problems =
+            WorkerConfig::from_pairs_with(&pairs(&[("offset.flush.interval.ms", "soon")]), |_| {
+                Err::<(), _>(vec![Problem::new("listeners", "names no listener")])
+            })
+            .unwrap_err();
+        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(text.len(), 2, "{text:?}");
+        assert!(
+            text[0].starts_with("listeners: names no listener"),
+            "{text:?}"
         );
     }
 

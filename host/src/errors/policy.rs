@@ -127,6 +127,20 @@ mod tests {
     }
 
     #[test]
+    fn the_keys_and_defaults_are_the_key_table_s() {
+        use crate::config::keys::{defaults, key};
+        for name in KEYS {
+            assert!(key(name).is_some(), "{name} is not in the key table");
+        }
+        // The policy keeps Kafka Connect's defaults in its own `Default`; the table says the
+        // same.
+        assert_eq!(
+            ErrorPolicy::from_config(&defaults()).ok(),
+            Some(ErrorPolicy::default())
+        );
+    }
+
+    #[test]
     fn defaults_match_kafka_connect() {
         let p = ErrorPolicy::from_config(&[]).unwrap();
         assert!(!p.tolerate_all && !p.log && p.dlq_topic.is_none());

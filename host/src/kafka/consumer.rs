@@ -64,11 +64,21 @@ pub struct SinkContext {
 
 impl ClientContext for SinkContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        super::route_log(self.own.as_deref(), level, fac, message);
+        super::route_log(self.keeper(), level, fac, message);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        super::route_error(self.own.as_deref(), error, reason);
+        super::route_error(self.keeper(), error, reason);
+    }
+}
+
+impl SinkContext {
+    /// Where this consumer's failures go: its task's status for a connector's own consumer,
+    /// the log for the worker's (see [`super::Keeper::Log`]).
+    fn keeper(&self) -> super::Keeper<'_> {
+        self.own
+            .as_deref()
+            .map_or(super::Keeper::Log, super::Keeper::Own)
     }
 }
 

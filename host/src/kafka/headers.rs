@@ -92,6 +92,7 @@ impl ConsumedMessage for OwnedMessage {
 
 /// Whether the linked librdkafka is the one [`MsgPrefix`] mirrors.
 pub fn layout_matches() -> bool {
+    // A fact about the linked library, the same for every worker: computed once, never changed.
     static MATCHES: OnceLock<bool> = OnceLock::new();
     // SAFETY: a plain query of the library's version.
     *MATCHES.get_or_init(|| unsafe { rdsys::rd_kafka_version() } == LAYOUT_VERSION)

@@ -6,9 +6,10 @@
 //! that only runs sinks; a cheap request every broker answers) through the shared producer's
 //! client, and records when the cluster stopped answering and why. [`FAILURES_FOR_OUTAGE`]
 //! failures in a row mark the cluster unreachable (one slow answer under load does not), the
-//! first success marks it back. When a client failed to authenticate or to set up TLS
-//! ([`super::security::observe`]), that is the reason given, with the user the worker's
-//! clients authenticate as: a wrong password reads as one, not as a timeout.
+//! first success marks it back. When the producer failed to authenticate or to set up TLS
+//! ([`super::security::LastFailure`], which it keeps for this worker alone), that is the
+//! reason given, with the user the worker's clients authenticate as: a wrong password reads as
+//! one, not as a timeout.
 
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex, Weak};
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 use rdkafka::bindings as rdsys;
 
 use super::producer::Producer;
+use super::security::LastFailure;
 
 /// How often the cluster is probed.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
@@ -78,14 +80,16 @@ impl KafkaHealth {
     }
 
     /// Record a probe's result; logs once when the cluster goes away and once when it is back.
-    pub fn record(&self, result: Result<(), String>) {
+    /// `client` is the failure the probed client kept: named instead of the probe's error, and
+    /// forgotten when a probe succeeds.
+    pub fn record(&self, result: Result<(), String>, client: &LastFailure) {
         let result = match result {
             Ok(()) => {
-                super::security::clear_failure();
+                client.clear();
                 Ok(())
             }
-            // What the clients found is more telling than the probe's timeout.
-            Err(probe) => Err(super::security::failure().map_or(probe, |f| {
+            // What the client found is more telling than the probe's timeout.
+            Err(probe) => Err(client.get().map_or(probe, |f| {
                 f.describe(self.principal.as_deref(), self.mechanism.as_deref())
             })),
         };
@@ -152,7 +156,7 @@ fn probe_loop(health: &Weak<KafkaHealth>, producer: &Weak<Producer>) {
             return;
         };
         let started = Instant::now();
-        health.record(probe(&producer));
+        health.record(probe(&producer), producer.last_failure());
         drop((health, producer));
         std::thread::sleep(PROBE_INTERVAL.saturating_sub(started.elapsed()));
     }
@@ -221,22 +225,53 @@ mod tests {
     #[test]
     fn an_outage_keeps_its_start_and_ends_with_the_first_answer() {
         let health = KafkaHealth::default();
+        let none = LastFailure::default();
         assert!(health.outage().is_none());
-        health.record(Err("Local: Broker transport failure".into()));
+        health.record(Err("Local: Broker transport failure".into()), &none);
         assert!(health.outage().is_none(), "one failure is not an outage");
-        health.record(Err("Local: Broker transport failure".into()));
+        health.record(Err("Local: Broker transport failure".into()), &none);
         let first = health.outage().unwrap();
-        health.record(Err("Local: Timed out".into()));
+        health.record(Err("Local: Timed out".into()), &none);
         let second = health.outage().unwrap();
         assert_eq!(first.since, second.since);
         assert_eq!(second.error, "Local: Timed out");
         assert!(second.describe().starts_with("Kafka unreachable since "));
-        health.record(Ok(()));
+        health.record(Ok(()), &none);
         assert!(health.outage().is_none());
         // A failure between successes does not count.
-        health.record(Err("Local: Timed out".into()));
-        health.record(Ok(()));
-        health.record(Err("Local: Timed out".into()));
+        health.record(Err("Local: Timed out".into()), &none);
+        health.record(Ok(()), &none);
+        health.record(Err("Local: Timed out".into()), &none);
         assert!(health.outage().is_none());
+    }
+
+    #[test]
+    fn an_outage_names_the_probed_client_s_failure_and_no_other_worker_s() {
+        use super::super::security::Failure;
+        let client = |user: &str| {
+            KafkaHealth::identified(&super::super::security::Translated {
+                principal: Some(user.to_owned()),
+                mechanism: Some("PLAIN".to_owned()),
+                ..Default::default()
+            })
+        };
+        // Two workers in one process: each has its producer, and each producer its record.
+        let (a, b) = (client("alice"), client("bob"));
+        let (a_failed, b_failed) = (LastFailure::default(), LastFailure::default());
+        a_failed.record(Failure::Authentication("bad password".into()));
+        for _ in 0..FAILURES_FOR_OUTAGE {
+            a.record(Err("Local: Timed out".into()), &a_failed);
+            b.record(Err("Local: Timed out".into()), &b_failed);
+        }
+        let a_says = a.outage().unwrap().error;
+        assert!(
+            a_says.starts_with("authentication failed for user alice (PLAIN): bad password"),
+            "{a_says}"
+        );
+        assert_eq!(b.outage().unwrap().error, "Local: Timed out");
+        // The first answer ends the outage and forgets the failure.
+        a.record(Ok(()), &a_failed);
+        assert!(a.outage().is_none() && a_failed.get().is_none());
+        assert!(b_failed.get().is_none() && b.outage().is_some());
     }
 }

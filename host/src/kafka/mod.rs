@@ -81,7 +81,13 @@ impl Repeats {
     }
 }
 
-/// The repeat limit every Kafka client of the worker shares.
+/// The repeat limit every Kafka client in the process shares.
+///
+/// Process-wide on purpose: it limits lines of the one log every worker in the process writes
+/// (the tracing subscriber is process-wide too, `logging.rs`), and librdkafka's lines do not
+/// say which worker's client wrote them, so a limit per worker would print the same line once
+/// per worker. Nothing reads it but the log; what a worker decides from (a client's failure,
+/// the cluster's health) is kept per worker (`security::LastFailure`, `health.rs`).
 pub fn repeats() -> &'static Repeats {
     static REPEATS: OnceLock<Repeats> = OnceLock::new();
     REPEATS.get_or_init(Repeats::default)
@@ -106,27 +112,40 @@ pub fn error_kind(error: &rdkafka::error::KafkaError) -> String {
         .map_or_else(|| error.to_string(), |code| format!("{code:?}"))
 }
 
-/// Routes librdkafka's logs and errors into tracing, repeats rate-limited ([`Repeats`]).
+/// Routes librdkafka's logs and errors into tracing, repeats rate-limited ([`Repeats`]). The
+/// context of the worker's clients that keep no failure (admin, offsets, sink consumers).
 #[derive(Clone, Default)]
 pub struct TracingContext;
 
 impl ClientContext for TracingContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        route_log(None, level, fac, message);
+        route_log(Keeper::Log, level, fac, message);
     }
 
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
-        security::observe(error.rdkafka_error_code(), reason);
-        if let Some(held) = repeats().admit(&format!("error:{}", error_kind(&error))) {
-            tracing::warn!(target: "librdkafka", "{error}: {reason}{}", held_back(held));
-        }
+        route_error(Keeper::Log, error, reason);
     }
 }
 
+/// Where a client keeps its failures to authenticate or to set up TLS (every client logs them).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Keeper<'a> {
+    /// Nowhere but the log: the worker's admin, offsets and sink clients. The health probe
+    /// asks through the shared producer and names what that producer kept; a failure of the
+    /// others' is told by the log (and, when they share the producer's settings, by the
+    /// producer's own failure).
+    Log,
+    /// The worker's shared producer's [`security::LastFailure`], which the health probe
+    /// (`health.rs`) names in an outage.
+    Worker(&'a security::LastFailure),
+    /// A connector's own client ([`OwnClient`]), which its task's status shows.
+    Own(&'a OwnClient),
+}
+
 /// How a client routes its log lines: a TLS failure that only a line tells (see
-/// [`security::classify_log`]) is recorded as [`route_error`] records errors; every line is
+/// [`security::classify_log`]) is kept as [`route_error`] keeps errors; every line is
 /// logged, repeats rate-limited.
-pub(crate) fn route_log(own: Option<&OwnClient>, level: RDKafkaLogLevel, fac: &str, message: &str) {
+pub(crate) fn route_log(keeper: Keeper<'_>, level: RDKafkaLogLevel, fac: &str, message: &str) {
     if matches!(
         level,
         RDKafkaLogLevel::Emerg
@@ -136,9 +155,10 @@ pub(crate) fn route_log(own: Option<&OwnClient>, level: RDKafkaLogLevel, fac: &s
             | RDKafkaLogLevel::Warning
     ) && let Some(failure) = security::classify_log(message)
     {
-        match own {
-            Some(own) => own.record(failure),
-            None => security::observe_failure(failure),
+        match keeper {
+            Keeper::Own(own) => own.record(failure),
+            Keeper::Worker(last) => last.record(failure),
+            Keeper::Log => {}
         }
     }
     log_line(level, fac, message);
@@ -264,16 +284,16 @@ impl OwnClient {
     }
 }
 
-/// How a client routes its errors: into the worker-wide record ([`security::observe`]), or,
-/// for a connector's own client, into its [`OwnClient`].
-pub(crate) fn route_error(
-    own: Option<&OwnClient>,
-    error: rdkafka::error::KafkaError,
-    reason: &str,
-) {
-    match own {
-        Some(own) => own.error(error, reason),
-        None => TracingContext.error(error, reason),
+/// How a client routes its errors: kept where `keeper` says (a connector's own client's
+/// [`OwnClient`] also logs the failure in words), and logged, repeats rate-limited.
+pub(crate) fn route_error(keeper: Keeper<'_>, error: rdkafka::error::KafkaError, reason: &str) {
+    match keeper {
+        Keeper::Own(own) => return own.error(error, reason),
+        Keeper::Worker(last) => last.observe(error.rdkafka_error_code(), reason),
+        Keeper::Log => {}
+    }
+    if let Some(held) = repeats().admit(&format!("error:{}", error_kind(&error))) {
+        tracing::warn!(target: "librdkafka", "{error}: {reason}{}", held_back(held));
     }
 }
 

@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 use super::OwnClient;
 pub use super::delivery::Delivered;
 use super::delivery::{Batch, Target};
+use super::security::LastFailure;
 use crate::offsets::Submitted;
 
 /// Where a record's delivery report goes.
@@ -99,15 +100,28 @@ pub fn rejects_record(error: &KafkaError) -> bool {
 pub struct AckRouter {
     /// Set for a connector's own producer (KIP-458): where its failures go.
     own: Option<Arc<OwnClient>>,
+    /// The worker's producer's last failure to authenticate or to set up TLS, which the health
+    /// probe (asking through this client) names in an outage. A connector's own producer keeps
+    /// its failures in `own` instead, and this stays empty.
+    last_failure: LastFailure,
+}
+
+impl AckRouter {
+    fn keeper(&self) -> super::Keeper<'_> {
+        match self.own.as_deref() {
+            Some(own) => super::Keeper::Own(own),
+            None => super::Keeper::Worker(&self.last_failure),
+        }
+    }
 }
 
 impl ClientContext for AckRouter {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        super::route_log(self.own.as_deref(), level, fac, message);
+        super::route_log(self.keeper(), level, fac, message);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        super::route_error(self.own.as_deref(), error, reason);
+        super::route_error(self.keeper(), error, reason);
     }
 }
 
@@ -258,7 +272,11 @@ impl Producer {
             config.set(*key, *value);
         }
         super::apply(&mut config, overrides);
-        let inner = super::clients::create(&config, AckRouter { own }, "producer")?;
+        let router = AckRouter {
+            own,
+            last_failure: LastFailure::default(),
+        };
+        let inner = super::clients::create(&config, router, "producer")?;
         Ok(Self { inner })
     }
 
@@ -444,5 +462,11 @@ impl Producer {
     /// The underlying client, for metadata requests.
     pub fn client(&self) -> &rdkafka::client::Client<AckRouter> {
         self.inner.client()
+    }
+
+    /// This producer's last failure to authenticate or to set up TLS (this worker's, not the
+    /// process's: each worker has its own producer).
+    pub fn last_failure(&self) -> &LastFailure {
+        &self.inner.context().last_failure
     }
 }

@@ -1161,10 +1161,6 @@ pub fn is_secret(key: &str) -> bool {
         || key == "sasl.oauthbearer.assertion.private.key.pem"
 }
 
-/// The last failure of a client to authenticate or to set up TLS, kept until a request
-/// succeeds again (librdkafka reports such a failure once, then holds back its repeats).
-static FAILURE: Mutex<Option<Failure>> = Mutex::new(None);
-
 /// A client's failure to authenticate or to set up TLS, as librdkafka reported it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
@@ -1250,27 +1246,37 @@ pub fn classify_log(message: &str) -> Option<Failure> {
     alert.then(|| Failure::Tls(message.to_owned()))
 }
 
-/// Record a failure of a client with the worker's settings (see [`classify_log`]).
-pub fn observe_failure(failure: Failure) {
-    *FAILURE.lock().unwrap_or_else(|e| e.into_inner()) = Some(failure);
-}
+/// The last failure of a client to authenticate or to set up TLS, kept until a request
+/// succeeds again (librdkafka reports such a failure once, then holds back its repeats).
+///
+/// Owned by the client whose failures it keeps (the worker's shared producer, through which
+/// the health probe asks: see `health.rs`), never process-wide, so two workers in one process
+/// never see each other's failures.
+#[derive(Debug, Default)]
+pub struct LastFailure(Mutex<Option<Failure>>);
 
-/// Record what a client with the worker's settings reported, if it is a failure to
-/// authenticate or to set up TLS.
-pub fn observe(code: Option<rdkafka::types::RDKafkaErrorCode>, reason: &str) {
-    if let Some(failure) = classify(code, reason) {
-        *FAILURE.lock().unwrap_or_else(|e| e.into_inner()) = Some(failure);
+impl LastFailure {
+    /// Keep `failure` (see [`classify_log`]).
+    pub fn record(&self, failure: Failure) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(failure);
     }
-}
 
-/// The failure recorded since the last [`clear_failure`], if any.
-pub fn failure() -> Option<Failure> {
-    FAILURE.lock().unwrap_or_else(|e| e.into_inner()).clone()
-}
+    /// Keep what the client reported, if it is a failure to authenticate or to set up TLS.
+    pub fn observe(&self, code: Option<rdkafka::types::RDKafkaErrorCode>, reason: &str) {
+        if let Some(failure) = classify(code, reason) {
+            self.record(failure);
+        }
+    }
 
-/// Forget the recorded failure: a request succeeded.
-pub fn clear_failure() {
-    *FAILURE.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    /// The failure kept since the last [`Self::clear`], if any.
+    pub fn get(&self) -> Option<Failure> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Forget the failure: a request succeeded.
+    pub fn clear(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
 }
 
 #[cfg(test)]

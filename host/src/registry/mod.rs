@@ -285,7 +285,8 @@ impl Registry {
 
 /// Which versions of a plugin a connector accepts (`connector.plugin.version`, KIP-891): any,
 /// one exact version, or a range with inclusive `[` `]` or exclusive `(` `)` bounds, either of
-/// which may be left out (`[1.0,)`, `(,2.0)`).
+/// which may be left out (`[1.0,)`, `(,2.0)`). Versions compare as SemVer, missing components
+/// padded (see `VersionKey`): `1.0` is `1.0.0`, as Kafka Connect's Maven versions compare.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VersionSpec {
     /// The highest version present.
@@ -342,7 +343,7 @@ impl VersionSpec {
     pub fn matches(&self, version: &str) -> bool {
         match self {
             VersionSpec::Any => true,
-            VersionSpec::Exact(v) => v == version,
+            VersionSpec::Exact(v) => version_key(v) == version_key(version),
             VersionSpec::Range { low, high } => {
                 let key = version_key(version);
                 let above = low.as_ref().is_none_or(|(v, inclusive)| {
@@ -359,19 +360,38 @@ impl VersionSpec {
     }
 }
 
-/// Orders versions numerically where they are numbers (`0.10.0` after `0.9.0`), a
-/// pre-release below its release (`1.0.0-rc1` before `1.0.0`), build metadata ignored.
-fn version_key(version: &str) -> (Vec<u64>, bool, String) {
-    let version = version.split('+').next().unwrap_or(version);
-    let (release, pre) = match version.split_once('-') {
-        Some((r, p)) => (r, Some(p)),
-        None => (version, None),
-    };
-    let numbers = release
-        .split('.')
-        .map(|p| p.parse::<u64>().unwrap_or(0))
-        .collect();
-    (numbers, pre.is_none(), pre.unwrap_or("").to_owned())
+/// A plugin version as the registry orders and matches it.
+///
+/// Versions are read as SemVer (the `semver` crate) after padding what Kafka Connect users
+/// leave out: `2` is `2.0.0`, `1.0` is `1.0.0`, `1.0-rc1` is `1.0.0-rc1`. So `0.10.0` is
+/// after `0.9.0`, a pre-release is before its release (`0.1.0-build.a` before `0.1.0`;
+/// pre-release identifiers compare as SemVer says: `rc.10` after `rc.9`), and build metadata
+/// (`+...`) is ignored. A version that is not SemVer even padded (`2.5.0.Final`, `latest`) is
+/// compared as text, after every SemVer version: such a scheme has no order we could trust,
+/// and the text at least keeps it stable.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum VersionKey {
+    /// A SemVer version, build metadata cleared (SemVer precedence). Declared first: below
+    /// every `Text`.
+    SemVer(semver::Version),
+    /// Anything else, trimmed.
+    Text(String),
+}
+
+fn version_key(version: &str) -> VersionKey {
+    let version = version.trim();
+    // The release part ends where a pre-release (`-`) or build metadata (`+`) begins.
+    let core_end = version.find(['-', '+']).unwrap_or(version.len());
+    let (core, tail) = version.split_at(core_end);
+    let missing = 2usize.saturating_sub(core.matches('.').count());
+    let padded = format!("{core}{}{tail}", ".0".repeat(missing));
+    match semver::Version::parse(&padded) {
+        Ok(mut v) => {
+            v.build = semver::BuildMetadata::EMPTY;
+            VersionKey::SemVer(v)
+        }
+        Err(_) => VersionKey::Text(version.to_owned()),
+    }
 }
 
 /// The `.wasm` regular files directly in `dir`, with their stamps.
@@ -419,6 +439,27 @@ mod tests {
         assert!(version_key("1.0.0") > version_key("0.99.99"));
         assert!(version_key("1.0.0") > version_key("1.0.0-rc1"));
         assert!(version_key("1.0.0-rc2") > version_key("1.0.0-rc1"));
+        assert!(version_key("1.0.0-rc.10") > version_key("1.0.0-rc.9"));
+    }
+
+    #[test]
+    fn short_versions_are_padded_and_the_rest_compare_as_text_last() {
+        assert_eq!(version_key("1.0"), version_key("1.0.0"));
+        assert_eq!(version_key("2"), version_key("2.0.0"));
+        assert_eq!(version_key(" 1.2 "), version_key("1.2.0"));
+        assert_eq!(version_key("1.0-rc1"), version_key("1.0.0-rc1"));
+        assert!(version_key("10") > version_key("9.9"));
+        assert!(version_key("0.1.0-build.a") < version_key("0.1.0"));
+        assert!(version_key("0.1.0-build.a") > version_key("0.0.9"));
+        assert!(version_key("0.1.0-build.b") > version_key("0.1.0-build.a"));
+        assert_eq!(version_key("1.0.0+build.5"), version_key("1.0.0"));
+        // Not SemVer even padded: text, after every SemVer version, in text order.
+        assert!(version_key("2.5.0.Final") > version_key("99.0.0"));
+        assert!(version_key("latest") > version_key("2.5.0.Final"));
+        assert!(
+            version_key("01.0.0") > version_key("1.0.0"),
+            "a leading zero is not SemVer"
+        );
     }
 
     #[test]
@@ -432,6 +473,15 @@ mod tests {
         assert!(spec("(1.0,]").matches("3.0") && !spec("(1.0,]").matches("1.0"));
         assert!(spec("(,2.0]").matches("2.0") && spec("(,2.0]").matches("0.1"));
         assert_eq!(spec(" "), VersionSpec::Any);
+        // Short versions, in specs and in plugins, are padded.
+        assert!(spec("1.0").matches("1.0.0") && spec("[1.0.0]").matches("1.0"));
+        assert!(spec("[1,2)").matches("1.5") && !spec("[1,2)").matches("2.0.0"));
+        let pre = spec("[0.1.0-build.a,0.1.0]");
+        assert!(pre.matches("0.1.0-build.a") && pre.matches("0.1.0-build.b"));
+        assert!(pre.matches("0.1.0") && !pre.matches("0.1.1") && !pre.matches("0.0.9"));
+        // A pre-release is below its release, so a range up to the release takes it.
+        assert!(spec("[1.0,2.0)").matches("2.0.0-rc1"));
+        assert!(spec("[2.0.0-rc1,)").matches("2.0.0") && !spec("(2.0,)").matches("2.0.0-rc1"));
         for bad in ["[1.0,2.0", "1.0,2.0", "[1,2,3]", "()", "[,"] {
             let err = VersionSpec::parse(bad).unwrap_err();
             assert!(err.contains("[1.0,2.0)"), "{bad}: {err}");

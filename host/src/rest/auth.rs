@@ -6,6 +6,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
+use subtle::ConstantTimeEq as _;
 
 use super::error::ApiError;
 
@@ -77,22 +78,14 @@ impl Credentials {
         let scheme = scheme.to_ascii_lowercase();
         if scheme == "bearer" {
             let token = rest;
-            return Some(
-                self.tokens
-                    .iter()
-                    .any(|t| constant_time_eq(t.as_bytes(), token.trim().as_bytes())),
-            );
+            return Some(matches_any(&self.tokens, token.trim().as_bytes()));
         }
         if scheme == "basic" {
             let encoded = rest;
             let decoded = base64::engine::general_purpose::STANDARD
                 .decode(encoded.trim())
                 .ok()?;
-            return Some(
-                self.basic
-                    .iter()
-                    .any(|b| constant_time_eq(b.as_bytes(), &decoded)),
-            );
+            return Some(matches_any(&self.basic, &decoded));
         }
         Some(false)
     }
@@ -106,8 +99,19 @@ fn lines(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Whether `given` is one of `known`, compared in constant time (`subtle`): every entry is
+/// compared, byte for byte, whatever matched, so the time taken says nothing about how much of
+/// a secret a caller guessed, nor which entry it guessed. What it does say is whether some
+/// entry has `given`'s length (`subtle` compares slices of different lengths at once, as every
+/// constant-time comparison must), which tells an attacker a length but no content; tokens
+/// and passwords long enough to resist guessing stay so when their length is known.
+fn matches_any(known: &[String], given: &[u8]) -> bool {
+    known
+        .iter()
+        .fold(subtle::Choice::from(0), |found, k| {
+            found | k.as_bytes().ct_eq(given)
+        })
+        .into()
 }
 
 /// What one listener's requests are checked against.
@@ -224,6 +228,23 @@ mod tests {
         for bad in ["Bearer nope", "bearer", "Basic dTpx", "Token tok", "tok"] {
             assert_eq!(with(bad), Some(false), "{bad}");
         }
+    }
+
+    #[test]
+    fn any_entry_may_match_and_only_a_whole_one_does() {
+        let known = vec!["first-token".to_owned(), "second".to_owned()];
+        assert!(matches_any(&known, b"first-token"));
+        assert!(matches_any(&known, b"second"));
+        for bad in [
+            &b"first-toke"[..],
+            b"first-tokens",
+            b"secone",
+            b"",
+            b"first-tokenfirst",
+        ] {
+            assert!(!matches_any(&known, bad), "{bad:?}");
+        }
+        assert!(!matches_any(&[], b""), "no credentials accept nothing");
     }
 
     #[test]

@@ -14,8 +14,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use crate::config::connector::Problem;
 use crate::kafka::security::{self, KEY_STORE_KEYS, Setting, TRUST_STORE_KEYS};
 
-/// The prefix of the HTTPS listener's keys.
-pub const PREFIX: &str = "listeners.https.";
+/// The prefix of the HTTPS listener's keys (named in `config/`, whose unknown-key check knows it).
+pub const PREFIX: &str = crate::config::keys::HTTPS_LISTENER_PREFIX;
 
 /// Whether `key` is one of a key or trust store's (read as the Kafka clients read them).
 fn is_store_key(key: &str) -> bool {

@@ -319,6 +319,20 @@ mod tests {
     }
 
     #[test]
+    fn the_defaults_are_the_key_table_s() {
+        use crate::config::keys::number;
+        let limits = Limits::default();
+        assert_eq!(
+            limits.memory_bytes as u64,
+            number("sandbox.memory.max.bytes")
+        );
+        assert_eq!(
+            limits.copy_bytes as u64,
+            number("sandbox.call.copy.max.bytes")
+        );
+    }
+
+    #[test]
     fn short_host_calls_are_the_guests_time() {
         let mut meter = Meter::new(Limits::default());
         meter.start_call();

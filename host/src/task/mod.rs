@@ -14,6 +14,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::backoff::Backoff;
+
 /// What the herder wants a task to do; runners watch it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {
@@ -258,7 +260,12 @@ pub(crate) fn note_topic(topics: &ActiveTopics, topic: &str, max: usize) -> Resu
     Ok(())
 }
 
-/// Exponential backoff for retriable plugin errors: 100 ms doubling up to 10 s.
+/// How long a task waits before it retries a retriable plugin error or asks Kafka again: the
+/// worker's one backoff ([`crate::backoff`]), 100 ms doubling up to 10 s, plus jitter.
+pub(crate) const RETRY_BACKOFF: Backoff =
+    Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
+
+/// The wait before retry `attempt` (0 is the first) under [`RETRY_BACKOFF`].
 pub(crate) fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(100u64.saturating_mul(1 << attempt.min(7))).min(Duration::from_secs(10))
+    RETRY_BACKOFF.delay(attempt)
 }

@@ -278,6 +278,10 @@ pub(super) fn gone(function: &'static str) -> CallError {
 
 /// The runtime plugin instances are served on: one thread per core, started on first use; the
 /// caller's runtime if it cannot be built.
+///
+/// Shared by every worker in the process, and left so: it is an executor, not state (each
+/// served instance is a task of its own that its owner cancels), and one thread per core for
+/// all of them is what the cores can run; a runtime per worker would only add threads.
 pub(crate) fn runtime() -> Handle {
     static RUNTIME: OnceLock<Option<Runtime>> = OnceLock::new();
     let built = RUNTIME.get_or_init(|| {

@@ -146,6 +146,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_keys_and_defaults_are_the_key_table_s() {
+        use crate::config::keys::{key, number};
+        for name in OVERRIDABLE.iter().chain([&SHUTDOWN_GRACE_MS]) {
+            assert!(key(name).is_some(), "{name} is not in the key table");
+        }
+        let task = RunnerSettings::default();
+        assert_eq!(
+            task.sink_batch_max_records as u64,
+            number("sink.batch.max.records")
+        );
+        assert_eq!(
+            task.monitor_interval.as_millis() as u64,
+            number("connector.monitor.interval.ms")
+        );
+        assert_eq!(task.stored_partitions_max, task.source_partitions_max);
+    }
+
+    #[test]
     fn overrides_apply_and_bad_values_name_the_key() {
         let config = vec![
             (RECORD_MAX_BYTES.to_owned(), "1024".to_owned()),

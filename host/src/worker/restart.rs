@@ -1,74 +1,8 @@
-//! When a failed task (or a connector whose task split failed retriably) is tried again.
+//! When a failed task (or a connector whose task split failed retriably) is tried again: the
+//! policy is a setting, read with the worker config and each connector's overrides, so it lives
+//! below the worker (`config/restart.rs`); the runner and the connector actor use it from here.
 
-use std::time::Duration;
-
-/// When a failed task is restarted: exponential backoff with jitter, at most `max_attempts`
-/// restarts within `window` (per connector, with worker defaults; see docs/configuration.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RestartPolicy {
-    pub max_attempts: u32,
-    pub window: Duration,
-    pub initial_backoff: Duration,
-    pub max_backoff: Duration,
-}
-
-impl RestartPolicy {
-    /// The worker's defaults with `config`'s overrides; errors name the key.
-    pub fn configured(
-        defaults: RestartPolicy,
-        config: &[(String, String)],
-    ) -> Result<Self, String> {
-        let mut policy = defaults;
-        for (key, value) in config {
-            let number = || crate::config::keys::read_number(key, value);
-            match key.as_str() {
-                RESTART_MAX_ATTEMPTS => {
-                    policy.max_attempts = number()?.min(u64::from(u32::MAX)) as u32
-                }
-                RESTART_WINDOW_MS => policy.window = Duration::from_millis(number()?),
-                RESTART_BACKOFF_INITIAL_MS => {
-                    policy.initial_backoff = Duration::from_millis(number()?.max(1))
-                }
-                RESTART_BACKOFF_MAX_MS => {
-                    policy.max_backoff = Duration::from_millis(number()?.max(1))
-                }
-                _ => {}
-            }
-        }
-        Ok(policy)
-    }
-
-    /// The wait before restart number `attempt` (1-based): doubling from the initial backoff up
-    /// to the maximum, plus up to 25% jitter so restarts of many tasks spread out.
-    pub fn delay(&self, attempt: u32) -> Duration {
-        let base = self
-            .initial_backoff
-            .saturating_mul(1u32 << attempt.saturating_sub(1).min(20))
-            .min(self.max_backoff);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        base + base.mul_f64(f64::from(nanos % 1000) / 4000.0)
-    }
-}
-
-impl Default for RestartPolicy {
-    /// The key table's defaults (`config::keys`).
-    fn default() -> Self {
-        let zero = Self {
-            max_attempts: 0,
-            window: Duration::ZERO,
-            initial_backoff: Duration::ZERO,
-            max_backoff: Duration::ZERO,
-        };
-        Self::configured(zero, &crate::config::keys::defaults())
-            .unwrap_or_else(|e| panic!("the key table's restart defaults: {e}"))
-    }
-}
-
-/// Restart policy keys (worker defaults, connector overrides).
-pub const RESTART_MAX_ATTEMPTS: &str = "task.restart.max.attempts";
-pub const RESTART_WINDOW_MS: &str = "task.restart.window.ms";
-pub const RESTART_BACKOFF_INITIAL_MS: &str = "task.restart.backoff.initial.ms";
-pub const RESTART_BACKOFF_MAX_MS: &str = "task.restart.backoff.max.ms";
+pub use crate::config::restart::{
+    RESTART_BACKOFF_INITIAL_MS, RESTART_BACKOFF_MAX_MS, RESTART_MAX_ATTEMPTS, RESTART_WINDOW_MS,
+    RestartPolicy,
+};
