@@ -267,7 +267,19 @@ struct Actor<W: Runtime> {
 
 impl<W: Runtime> Actor<W> {
     async fn run(mut self, mut queue: mpsc::UnboundedReceiver<Command>) {
+        // Commands that came while a change was pending: decided once it is applied, against
+        // the state it leaves (a restart or a re-split must not work from the config or split
+        // a stored change is about to replace).
+        let mut deferred: VecDeque<Command> = VecDeque::new();
         loop {
+            let idle = self.pending.is_empty();
+            if idle && let Some(command) = deferred.pop_front() {
+                if self.handle(command).await == Flow::Exit {
+                    self.exit(deferred, queue).await;
+                    return;
+                }
+                continue;
+            }
             self.schedule_monitor();
             let reconfigure = Arc::clone(&self.reconfigure);
             let retry_at = self.retry_at;
@@ -281,30 +293,40 @@ impl<W: Runtime> Actor<W> {
                         self.stop_connector().await;
                         return;
                     };
-                    if self.handle(command).await == Flow::Exit {
-                        // The connector is gone; until the control loop has heard (and drops
-                        // this queue's sender), commands that were already on their way find it
-                        // gone too.
-                        while let Some(late) = queue.recv().await {
-                            late.refuse(super::control::not_found(&self.name));
-                        }
+                    let now = idle || matches!(command, Command::Stored(_) | Command::Shutdown { .. });
+                    if !now {
+                        deferred.push_back(command);
+                    } else if self.handle(command).await == Flow::Exit {
+                        self.exit(deferred, queue).await;
                         return;
                     }
                 }
-                // Requests wait (a stored permit) until the interval since the last is over.
-                () = async { tokio::time::sleep_until(resplit_allowed).await; reconfigure.notified().await } => {
+                // Requests wait (a stored permit) until the interval since the last is over,
+                // and until no change is pending.
+                () = async { tokio::time::sleep_until(resplit_allowed).await; reconfigure.notified().await }, if idle => {
                     tracing::info!(connector = %self.name, "the connector asked for new task configs");
                     self.resplit_allowed = tokio::time::Instant::now() + RESPLIT_MIN_INTERVAL;
                     self.resplit().await;
                 }
-                () = async { tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)).await }, if retry_at.is_some() => {
+                () = async { tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)).await }, if idle && retry_at.is_some() => {
                     self.retry_at = None;
                     self.resplit().await;
                 }
-                () = async { tokio::time::sleep_until(monitor_at.unwrap_or_else(tokio::time::Instant::now)).await }, if monitor_at.is_some() => {
+                () = async { tokio::time::sleep_until(monitor_at.unwrap_or_else(tokio::time::Instant::now)).await }, if idle && monitor_at.is_some() => {
                     self.monitor().await;
                 }
             }
+        }
+    }
+
+    /// The connector is gone; until the control loop has heard (and drops this queue's
+    /// sender), commands deferred or already on their way find it gone too.
+    async fn exit(&self, deferred: VecDeque<Command>, mut queue: mpsc::UnboundedReceiver<Command>) {
+        for late in deferred {
+            late.refuse(super::control::not_found(&self.name));
+        }
+        while let Some(late) = queue.recv().await {
+            late.refuse(super::control::not_found(&self.name));
         }
     }
 
@@ -415,6 +437,10 @@ impl<W: Runtime> Actor<W> {
                         change: Staged::Delete { reply },
                     }),
                     Err(e) => {
+                        // Not deleted: it takes commands again.
+                        let _ = self.control.send(Message::DeleteRefused {
+                            name: self.name.clone(),
+                        });
                         let _ = reply.send(Err(e));
                     }
                 }
@@ -500,6 +526,8 @@ impl<W: Runtime> Actor<W> {
                 self.retrying = None;
                 self.retry_at = None;
                 self.split_failures.clear();
+                // The old split belongs to the old config (the log dropped it too).
+                self.split = None;
                 self.adopt(connector, split).await;
                 self.start_tasks();
                 self.publish();
@@ -1140,7 +1168,7 @@ impl<W: Runtime> Actor<W> {
                 Ok(()) => {
                     self.retrying = None;
                     self.split_failures.clear();
-                    self.start_tasks();
+                    self.admit_and_start();
                 }
                 Err(e) if e.is_retriable() => self.split_failed(e.to_string()),
                 Err(e) => self.fail(e.to_string()),
@@ -1160,7 +1188,7 @@ impl<W: Runtime> Actor<W> {
                 }
                 if unchanged {
                     // Retried after a failure: the tasks start from the split as stored.
-                    self.start_tasks();
+                    self.admit_and_start();
                     self.publish();
                     return;
                 }
@@ -1183,15 +1211,22 @@ impl<W: Runtime> Actor<W> {
                         change: Staged::Split { split },
                     }),
                     Err(e) => {
-                        // What runs stays as stored; the next request or retry tries again.
-                        tracing::error!(connector = %self.name, "{e}");
+                        // What runs stays as stored, claimed as before.
                         if let Some(connector) = &self.connector
                             && let Some(stored) = &self.split
+                            && !self.running.is_empty()
                         {
                             let _ = self
                                 .worker
                                 .capacity()
                                 .admit(&self.name, connector.claim(stored.len()));
+                        }
+                        if was_retrying {
+                            // Nothing runs: retried like a failed split.
+                            self.split_failed(e.to_string());
+                            self.publish();
+                        } else {
+                            tracing::error!(connector = %self.name, "{e}; the tasks keep running on the stored split");
                         }
                     }
                 }
@@ -1264,6 +1299,18 @@ impl<W: Runtime> Actor<W> {
     /// Whether the connector's tasks may run: not STOPPED, FAILED or waiting to retry a split.
     fn runnable(&self) -> bool {
         self.target != TargetState::Stopped && self.failure.is_none() && self.retrying.is_none()
+    }
+
+    /// Claim what the stored split's tasks need, then start them; FAILED if they no longer fit.
+    fn admit_and_start(&mut self) {
+        if let (Some(connector), Some(split)) = (&self.connector, &self.split)
+            && self.runnable()
+            && let Err(e) = self.admit(connector, split.len(), self.target)
+        {
+            self.fail(e.to_string());
+            return;
+        }
+        self.start_tasks();
     }
 
     /// Start every task of the stored split that does not run yet, per the target state (none

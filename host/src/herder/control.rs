@@ -53,6 +53,9 @@ pub(crate) enum Message {
     /// The config log stored a record: the loop's state follows it, and the connector's
     /// actor applies it.
     Stored(ConfigEvent),
+    /// An actor's event: a delete of its connector was not stored, so the connector stays and
+    /// takes commands again.
+    DeleteRefused { name: String },
     /// An actor's event: its connector is gone (deleted, or never created). The loop forgets
     /// it, then calls `then`, so whoever asked hears back only once the name is free.
     Gone {
@@ -195,7 +198,9 @@ impl<W: Runtime> ControlLoop<W> {
                     let _ = reply.send(summary);
                     return;
                 }
-                Message::Stored(_) | Message::Gone { .. } => self.event(message),
+                Message::Stored(_) | Message::Gone { .. } | Message::DeleteRefused { .. } => {
+                    self.event(message)
+                }
             }
         }
     }
@@ -212,6 +217,11 @@ impl<W: Runtime> ControlLoop<W> {
             Message::Gone { name, then } => {
                 self.slots.remove(&name);
                 then();
+            }
+            Message::DeleteRefused { name } => {
+                if let Some(slot) = self.slots.get_mut(&name) {
+                    slot.deleting = false;
+                }
             }
             other => refuse_stopping(other),
         }
@@ -387,7 +397,7 @@ fn refuse_stopping(message: Message) {
             let _ = reply.send(Vec::new());
         }
         Message::Gone { then, .. } => then(),
-        Message::Stored(_) => {}
+        Message::Stored(_) | Message::DeleteRefused { .. } => {}
         // Unanswered: a stopping worker is not healthy.
         Message::PluginsChanged | Message::Ping { .. } => {}
     }

@@ -873,6 +873,12 @@ async fn a_failed_store_write_leaves_nothing_running_that_is_not_stored() {
     h.no_unstored_starts();
     h.log.fail.store(false, Ordering::SeqCst);
     h.create("b", &[]).await.unwrap();
+    // The refused delete left "a" a connector like any other.
+    h.target("a", TargetState::Paused).await.unwrap();
+    h.put("a", &[("tasks.max", "1")]).await.unwrap();
+    h.delete("a").await.unwrap();
+    assert!(h.stored().connectors.contains_key("b"));
+    assert!(!h.stored().connectors.contains_key("a"));
 }
 
 #[tokio::test(start_paused = true)]

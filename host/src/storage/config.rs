@@ -112,7 +112,14 @@ impl ConfigState {
         match &event.record {
             ConfigRecord::Connector { name, config } => {
                 match self.connectors.get_mut(name) {
-                    Some(stored) => stored.config = config.clone(),
+                    // A new config drops the stored split, which belongs to the old one: a
+                    // `Tasks` record after it stores the new config's split.
+                    Some(stored) => {
+                        if stored.config != *config {
+                            stored.tasks = None;
+                        }
+                        stored.config = config.clone();
+                    }
                     // A new connector runs unless a target state says otherwise (Kafka
                     // Connect's default too).
                     None => {
@@ -199,9 +206,10 @@ mod tests {
                 name: "gone".into(),
                 configs: vec![],
             },
+            // The same config again keeps the split; another drops it.
             ConfigRecord::Connector {
                 name: "a".into(),
-                config: pairs(&[("x", "2")]),
+                config: pairs(&[("x", "1")]),
             },
         ];
         for (i, record) in events.into_iter().enumerate() {
@@ -214,7 +222,7 @@ mod tests {
         assert_eq!(
             state.connectors["a"],
             StoredConnector {
-                config: pairs(&[("x", "2")]),
+                config: pairs(&[("x", "1")]),
                 target: TargetState::Paused,
                 tasks: Some(vec![pairs(&[("t", "0")])]),
             }
@@ -222,6 +230,14 @@ mod tests {
         assert!(!state.connectors.contains_key("gone"));
         state.apply(&ConfigEvent {
             offset: 6,
+            record: ConfigRecord::Connector {
+                name: "a".into(),
+                config: pairs(&[("x", "2")]),
+            },
+        });
+        assert_eq!(state.connectors["a"].tasks, None);
+        state.apply(&ConfigEvent {
+            offset: 7,
             record: ConfigRecord::Removed { name: "a".into() },
         });
         assert!(state.connectors.is_empty());
