@@ -60,18 +60,7 @@ impl ConfigLog for MemoryLog {
             if self.fail.load(Ordering::SeqCst) {
                 return Err("the disk is full".to_owned());
             }
-            let mut state = self.state.lock().unwrap();
-            let events: Vec<ConfigEvent> = records
-                .into_iter()
-                .enumerate()
-                .map(|(i, record)| ConfigEvent {
-                    offset: state.offset + 1 + i as u64,
-                    record,
-                })
-                .collect();
-            for event in &events {
-                state.apply(event);
-            }
+            let events = self.state.lock().unwrap().append(records);
             for subscriber in self.subscribers.lock().unwrap().iter() {
                 for event in &events {
                     let _ = subscriber.send(event.clone());

@@ -106,6 +106,23 @@ pub struct ConfigState {
 }
 
 impl ConfigState {
+    /// Give `records` the offsets after this state's and apply them; their events.
+    pub fn append(&mut self, records: Vec<ConfigRecord>) -> Vec<ConfigEvent> {
+        let first = self.offset + 1;
+        let events: Vec<ConfigEvent> = records
+            .into_iter()
+            .enumerate()
+            .map(|(i, record)| ConfigEvent {
+                offset: first + i as u64,
+                record,
+            })
+            .collect();
+        for event in &events {
+            self.apply(event);
+        }
+        events
+    }
+
     /// Apply `event`, the record after those applied so far.
     pub fn apply(&mut self, event: &ConfigEvent) {
         self.offset = self.offset.max(event.offset);

@@ -142,17 +142,7 @@ impl ConfigLog for FileConfigLog {
                 None => self.read_file()?,
             };
             let mut next = current.clone();
-            let events: Vec<ConfigEvent> = records
-                .into_iter()
-                .enumerate()
-                .map(|(i, record)| ConfigEvent {
-                    offset: current.offset + 1 + i as u64,
-                    record,
-                })
-                .collect();
-            for event in &events {
-                next.apply(event);
-            }
+            let events = next.append(records);
             let path = self.path.clone();
             let snapshot = next.clone();
             // Written off the async threads; the lock keeps appends in order meanwhile.
