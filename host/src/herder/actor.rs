@@ -31,7 +31,7 @@ use crate::storage::{
     TargetState, config::same_split,
 };
 use crate::task::{ActiveTopics, Control, TaskMetrics, TaskState};
-use crate::worker::{ConnectorOps, problems_message};
+use crate::worker::{ConnectorFacts, ConnectorOps, problems_message};
 
 /// A connector is split again on its own request at most this often; requests meanwhile are
 /// coalesced into the next split, so a plugin asking in a loop costs one split (and at most one
@@ -49,10 +49,14 @@ pub(crate) type Reply<T> = oneshot::Sender<Result<T, HerderError>>;
 pub(crate) enum Origin {
     /// Created now (REST, a connector file): a bad config is refused and nothing is stored.
     Created,
-    /// Stored by an earlier run, with the split stored then (if any), which its tasks start
-    /// from without splitting again. A config that no longer checks out (say its plugin was
+    /// Stored by an earlier run, with the split stored then (if any) and the content hash of
+    /// the plugin build that made it: its tasks start from it without splitting again, unless
+    /// the plugin is another build now. A config that no longer checks out (say its plugin was
     /// removed) is kept, FAILED with the reason, so it is not lost.
-    Stored { split: Option<Vec<Pairs>> },
+    Stored {
+        split: Option<Vec<Pairs>>,
+        build: Option<String>,
+    },
 }
 
 /// What a connector's actor is asked to do.
@@ -222,6 +226,54 @@ enum Staged<C> {
     },
     /// Remove the connector.
     Delete { reply: Reply<()> },
+}
+
+impl<C: ConnectorOps> Staged<C> {
+    /// The change was not stored: stop the connector instance it brought (if any) and answer
+    /// its requester with `error`.
+    async fn refuse(self, grace: std::time::Duration, error: HerderError) {
+        match self {
+            Staged::Start {
+                mut connector,
+                reply,
+                ..
+            } => {
+                connector.stop(grace).await;
+                let _ = reply.send(Err(error));
+            }
+            Staged::Reconfigure {
+                mut connector,
+                reply,
+                ..
+            } => {
+                connector.stop(grace).await;
+                if let Some(reply) = reply {
+                    let _ = reply.send(Err(error));
+                }
+            }
+            Staged::Restart {
+                mut connector,
+                reply,
+                ..
+            } => {
+                connector.stop(grace).await;
+                let _ = reply.send(Err(error));
+            }
+            Staged::Target { reply, .. } | Staged::Delete { reply } => {
+                let _ = reply.send(Err(error));
+            }
+            Staged::Split { .. } => {}
+        }
+    }
+}
+
+/// The record storing `configs` as connector `name`'s split, made by the build `facts` names.
+fn tasks_record(name: &str, facts: &ConnectorFacts, configs: Vec<Pairs>) -> ConfigRecord {
+    ConfigRecord::Tasks {
+        name: name.to_owned(),
+        configs,
+        build: Some(facts.build.1.clone()),
+    }
 }
 
 struct Actor<W: Runtime> {
@@ -430,19 +482,13 @@ impl<W: Runtime> Actor<W> {
                 let removed = ConfigRecord::Removed {
                     name: self.name.clone(),
                 };
-                match self.append(vec![removed]).await {
-                    Ok((first, last)) => self.pending.push_back(Pending {
-                        first,
-                        last,
-                        change: Staged::Delete { reply },
-                    }),
-                    Err(e) => {
-                        // Not deleted: it takes commands again.
-                        let _ = self.control.send(Message::DeleteRefused {
-                            name: self.name.clone(),
-                        });
-                        let _ = reply.send(Err(e));
-                    }
+                if let Err((change, e)) = self.stage(vec![removed], Staged::Delete { reply }).await
+                {
+                    // Not deleted: it takes commands again.
+                    let _ = self.control.send(Message::DeleteRefused {
+                        name: self.name.clone(),
+                    });
+                    change.refuse(self.grace(), e).await;
                 }
             }
             Command::Stored(event) => return self.stored(event).await,
@@ -475,6 +521,26 @@ impl<W: Runtime> Actor<W> {
         match (events.first(), events.last()) {
             (Some(first), Some(last)) => Ok((first.offset, last.offset)),
             _ => Err(HerderError::Internal("worker bug: nothing appended".into())),
+        }
+    }
+
+    /// Store `records`, to apply `change` when the last of them comes back from the log; if
+    /// the write fails, `change` comes back with the error, not applied.
+    async fn stage(
+        &mut self,
+        records: Vec<ConfigRecord>,
+        change: Staged<W::Connector>,
+    ) -> Result<(), (Staged<W::Connector>, HerderError)> {
+        match self.append(records).await {
+            Ok((first, last)) => {
+                self.pending.push_back(Pending {
+                    first,
+                    last,
+                    change,
+                });
+                Ok(())
+            }
+            Err(e) => Err((change, e)),
         }
     }
 
@@ -687,8 +753,20 @@ impl<W: Runtime> Actor<W> {
             }
         };
         let stored_split = match origin {
-            Origin::Stored { split } => split,
-            Origin::Created => None,
+            Origin::Stored {
+                split: Some(split),
+                build,
+            } => {
+                let now = &connector.facts().build.1;
+                if build.as_ref().is_some_and(|b| b != now) {
+                    // Another build may want other task configs.
+                    tracing::info!(connector = %self.name, "plugin {} is another build than the one that split the connector's work (now {}); splitting again", self.config.plugin, connector.facts().version);
+                    None
+                } else {
+                    Some(split)
+                }
+            }
+            Origin::Stored { split: None, .. } | Origin::Created => None,
         };
         let reused = stored_split.is_some();
         let split = match stored_split {
@@ -743,10 +821,7 @@ impl<W: Runtime> Actor<W> {
             });
         }
         if let (Ok(split), false) = (&split, reused) {
-            records.push(ConfigRecord::Tasks {
-                name: self.name.clone(),
-                configs: split.clone(),
-            });
+            records.push(tasks_record(&self.name, connector.facts(), split.clone()));
         }
         if records.is_empty() {
             // Nothing new to store: it runs what is stored.
@@ -758,32 +833,33 @@ impl<W: Runtime> Actor<W> {
                 })
                 .await;
         }
-        match self.append(records).await {
-            Ok((first, last)) => {
-                self.pending.push_back(Pending {
-                    first,
-                    last,
-                    change: Staged::Start {
-                        connector,
-                        split,
-                        reply,
-                    },
-                });
-                Flow::Continue
-            }
-            Err(e) => {
-                connector.stop(self.grace()).await;
-                self.worker.capacity().release(&self.name);
-                if created {
-                    return self.abandon(e, reply).await;
-                }
-                // A stored connector whose split cannot be stored: it runs nothing.
-                self.fail(e.to_string());
-                self.publish();
-                let _ = reply.send(Ok((true, info_of(&self.name, &self.view()))));
-                Flow::Continue
-            }
+        let change = Staged::Start {
+            connector,
+            split,
+            reply,
+        };
+        let Err((change, e)) = self.stage(records, change).await else {
+            return Flow::Continue;
+        };
+        let Staged::Start {
+            mut connector,
+            reply,
+            ..
+        } = change
+        else {
+            // `stage` hands back the change it was given: a Start.
+            return Flow::Continue;
+        };
+        connector.stop(self.grace()).await;
+        self.worker.capacity().release(&self.name);
+        if created {
+            return self.abandon(e, reply).await;
         }
+        // A stored connector whose split cannot be stored: it runs nothing.
+        self.fail(e.to_string());
+        self.publish();
+        let _ = reply.send(Ok((true, info_of(&self.name, &self.view()))));
+        Flow::Continue
     }
 
     /// Prepare `config` and split it: the new connector and its split, or what is wrong with
@@ -831,7 +907,7 @@ impl<W: Runtime> Actor<W> {
             Ok(prepared) => prepared,
             Err(e) => return refuse(reply, e),
         };
-        let before = self.claim();
+        let before = self.worker.capacity().claim_of(&self.name);
         if let Ok(split) = &split
             && let Err(e) = self.admit(&connector, split.len(), self.target)
         {
@@ -843,27 +919,17 @@ impl<W: Runtime> Actor<W> {
             config: config.pairs.clone(),
         }];
         if let Ok(split) = &split {
-            records.push(ConfigRecord::Tasks {
-                name: self.name.clone(),
-                configs: split.clone(),
-            });
+            records.push(tasks_record(&self.name, connector.facts(), split.clone()));
         }
-        match self.append(records).await {
-            Ok((first, last)) => self.pending.push_back(Pending {
-                first,
-                last,
-                change: Staged::Reconfigure {
-                    config,
-                    connector,
-                    split,
-                    reply,
-                },
-            }),
-            Err(e) => {
-                connector.stop(self.grace()).await;
-                self.restore_claim(before);
-                refuse(reply, e);
-            }
+        let change = Staged::Reconfigure {
+            config,
+            connector,
+            split,
+            reply,
+        };
+        if let Err((change, e)) = self.stage(records, change).await {
+            self.worker.capacity().restore(&self.name, before);
+            change.refuse(self.grace(), e).await;
         }
     }
 
@@ -872,10 +938,7 @@ impl<W: Runtime> Actor<W> {
         match self.prepare_split(&config).await {
             Ok((connector, split)) => {
                 if let Ok(split) = &split {
-                    let tasks = ConfigRecord::Tasks {
-                        name: self.name.clone(),
-                        configs: split.clone(),
-                    };
+                    let tasks = tasks_record(&self.name, connector.facts(), split.clone());
                     if let Err(e) = self.append(vec![tasks]).await {
                         tracing::error!(connector = %self.name, "{e}");
                     }
@@ -928,7 +991,7 @@ impl<W: Runtime> Actor<W> {
     async fn set_target(&mut self, target: TargetState, reply: Reply<()>) {
         // Tasks are started on apply only for a connector that is not FAILED, and only if
         // they (still) fit.
-        let before = self.claim();
+        let before = self.worker.capacity().claim_of(&self.name);
         if target != TargetState::Stopped
             && self.running.is_empty()
             && self.failure.is_none()
@@ -942,16 +1005,12 @@ impl<W: Runtime> Actor<W> {
             name: self.name.clone(),
             state: target,
         };
-        match self.append(vec![record]).await {
-            Ok((first, last)) => self.pending.push_back(Pending {
-                first,
-                last,
-                change: Staged::Target { target, reply },
-            }),
-            Err(e) => {
-                self.restore_claim(before);
-                let _ = reply.send(Err(e));
-            }
+        if let Err((change, e)) = self
+            .stage(vec![record], Staged::Target { target, reply })
+            .await
+        {
+            self.worker.capacity().restore(&self.name, before);
+            change.refuse(self.grace(), e).await;
         }
     }
 
@@ -1016,7 +1075,7 @@ impl<W: Runtime> Actor<W> {
                 return;
             }
         };
-        let before = self.claim();
+        let before = self.worker.capacity().claim_of(&self.name);
         if let Ok(split) = &split
             && let Err(e) = self.admit(&connector, split.len(), self.target)
         {
@@ -1029,6 +1088,7 @@ impl<W: Runtime> Actor<W> {
             Ok(new) => self.split.as_ref().is_none_or(|old| !same_split(old, new)),
             Err(_) => false,
         };
+        let facts = connector.facts().clone();
         let change = Staged::Restart {
             connector,
             split: split.clone(),
@@ -1043,28 +1103,10 @@ impl<W: Runtime> Actor<W> {
                 return;
             }
         };
-        let tasks = ConfigRecord::Tasks {
-            name: self.name.clone(),
-            configs: new_split,
-        };
-        match self.append(vec![tasks]).await {
-            Ok((first, last)) => self.pending.push_back(Pending {
-                first,
-                last,
-                change,
-            }),
-            Err(e) => {
-                self.restore_claim(before);
-                if let Staged::Restart {
-                    mut connector,
-                    reply,
-                    ..
-                } = change
-                {
-                    connector.stop(self.grace()).await;
-                    let _ = reply.send(Err(e));
-                }
-            }
+        let tasks = tasks_record(&self.name, &facts, new_split);
+        if let Err((change, e)) = self.stage(vec![tasks], change).await {
+            self.worker.capacity().restore(&self.name, before);
+            change.refuse(self.grace(), e).await;
         }
     }
 
@@ -1192,6 +1234,7 @@ impl<W: Runtime> Actor<W> {
                     self.publish();
                     return;
                 }
+                let before = self.worker.capacity().claim_of(&self.name);
                 if let Some(connector) = &self.connector
                     && let Err(e) = self.admit(connector, split.len(), self.target)
                 {
@@ -1200,27 +1243,15 @@ impl<W: Runtime> Actor<W> {
                     self.publish();
                     return;
                 }
-                let tasks = ConfigRecord::Tasks {
-                    name: self.name.clone(),
-                    configs: split.clone(),
+                let Some(facts) = self.connector.as_ref().map(|c| c.facts()) else {
+                    return;
                 };
-                match self.append(vec![tasks]).await {
-                    Ok((first, last)) => self.pending.push_back(Pending {
-                        first,
-                        last,
-                        change: Staged::Split { split },
-                    }),
-                    Err(e) => {
+                let tasks = tasks_record(&self.name, facts, split.clone());
+                match self.stage(vec![tasks], Staged::Split { split }).await {
+                    Ok(()) => {}
+                    Err((_, e)) => {
                         // What runs stays as stored, claimed as before.
-                        if let Some(connector) = &self.connector
-                            && let Some(stored) = &self.split
-                            && !self.running.is_empty()
-                        {
-                            let _ = self
-                                .worker
-                                .capacity()
-                                .admit(&self.name, connector.claim(stored.len()));
-                        }
+                        self.worker.capacity().restore(&self.name, before);
                         if was_retrying {
                             // Nothing runs: retried like a failed split.
                             self.split_failed(e.to_string());
@@ -1408,27 +1439,6 @@ impl<W: Runtime> Actor<W> {
             .map_err(|p| HerderError::BadRequest(problems_message(&self.name, &[p])))
     }
 
-    /// What the connector claims now (its running tasks' split), to put back when a change
-    /// that claimed anew was not stored.
-    fn claim(&self) -> Option<crate::herder::Claim> {
-        match (&self.connector, &self.split) {
-            (Some(c), Some(split)) if !self.running.is_empty() => Some(c.claim(split.len())),
-            _ => None,
-        }
-    }
-
-    /// Put back the claim a refused change replaced.
-    fn restore_claim(&self, claim: Option<crate::herder::Claim>) {
-        let capacity = self.worker.capacity();
-        match claim {
-            Some(claim) => {
-                // It fitted before the change took its place.
-                let _ = capacity.admit(&self.name, claim);
-            }
-            None => capacity.release(&self.name),
-        }
-    }
-
     fn require_stopped(&self) -> Result<(), HerderError> {
         if self.target != TargetState::Stopped {
             return Err(HerderError::BadRequest(format!(
@@ -1458,7 +1468,8 @@ impl<W: Runtime> Actor<W> {
     fn view(&self) -> ConnectorView {
         let facts = self.connector.as_ref().map(|c| c.facts().clone());
         // What the tasks run from, as it may be shown: resolved values redacted.
-        let shown = !self.running.is_empty() || self.runnable();
+        let listed = !self.running.is_empty() || self.runnable();
+        let shown = !self.running.is_empty() || self.target != TargetState::Stopped;
         let split = match &self.split {
             Some(split) if shown => split
                 .iter()
@@ -1470,6 +1481,7 @@ impl<W: Runtime> Actor<W> {
             config: self.config.clone(),
             facts,
             split,
+            tasks_listed: listed,
             tasks: self.running.clone(),
             topics: Arc::clone(&self.topics),
         }

@@ -6,7 +6,9 @@
 //!
 //! Invariant: the claims recorded here are those of every connector whose tasks exist (target
 //! RUNNING or PAUSED and admitted); their sums never exceed the limits. A connector's claim is
-//! replaced whole (re-split, new config) or released (stop, delete, failure to admit).
+//! replaced whole (re-split, new config) or released (stop, delete, failure to admit); a change
+//! whose store write failed restores the claim it replaced, which may briefly exceed a limit
+//! (see [`Capacity::restore`]).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -172,6 +174,27 @@ impl Capacity {
         self.fits_among(&claims, name, claim)?;
         claims.insert(name.to_owned(), claim);
         Ok(())
+    }
+
+    /// What `name` claims now, if anything: what to [`restore`](Self::restore) when a change
+    /// that claimed anew is not carried out.
+    pub fn claim_of(&self, name: &str) -> Option<Claim> {
+        self.claims
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .copied()
+    }
+
+    /// Put back `claim` (from [`claim_of`](Self::claim_of)) as `name`'s claim, or none. Not
+    /// checked: it is what runs, so the books must say so even if another connector took room
+    /// a smaller claim left meanwhile (the sums then exceed the limits until one of them stops).
+    pub fn restore(&self, name: &str, claim: Option<Claim>) {
+        let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        match claim {
+            Some(claim) => claims.insert(name.to_owned(), claim),
+            None => claims.remove(name),
+        };
     }
 
     /// Forget `name`'s claim.

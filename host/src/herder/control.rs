@@ -1,7 +1,6 @@
 //! The control loop: one tokio task that takes the herder's requests, the config log's events
 //! and its actors' events as messages, in order. It owns which connectors exist (one actor
-//! each) and what the config log holds (`ConfigState`), and hands each stored record to its
-//! connector's actor; it never waits on an actor, so a slow plugin holds up only its own
+//! each) and hands each stored record to its connector's actor; it never waits on an actor, so a slow plugin holds up only its own
 //! connector's later requests. The exception is shutdown, which waits for every actor to stop
 //! its tasks.
 
@@ -16,7 +15,7 @@ use super::status::ConnectorInfo;
 use super::view::Snapshot;
 use super::{HerderError, Runtime};
 use crate::config::ConnectorConfig;
-use crate::storage::{ConfigEvent, ConfigLog, ConfigState, TargetState};
+use crate::storage::{ConfigEvent, ConfigLog, TargetState};
 use crate::worker::problems_message;
 
 /// What the control loop is told: requests (from the herder's API) and events (from actors).
@@ -78,8 +77,6 @@ pub(crate) struct ControlLoop<W: Runtime> {
     log: Arc<dyn ConfigLog>,
     /// Every connector, by name, including those being created or deleted.
     slots: BTreeMap<String, Slot>,
-    /// What the config log holds.
-    stored: ConfigState,
     /// Its own sender, for actors' events.
     messages: mpsc::UnboundedSender<Message>,
     /// Set to true once the stored connectors are back (taken by the first `Load`).
@@ -111,7 +108,6 @@ impl<W: Runtime> ControlLoop<W> {
             snapshot,
             log,
             slots: BTreeMap::new(),
-            stored: ConfigState::default(),
             messages: messages.clone(),
             started: Some(started),
             watcher: Vec::new(),
@@ -209,7 +205,6 @@ impl<W: Runtime> ControlLoop<W> {
     fn event(&mut self, message: Message) {
         match message {
             Message::Stored(event) => {
-                self.stored.apply(&event);
                 if let Some(slot) = self.slots.get(event.record.connector()) {
                     let _ = slot.actor.commands.send(Command::Stored(event));
                 }
@@ -300,6 +295,7 @@ impl<W: Runtime> ControlLoop<W> {
                     let (reply, restored) = oneshot::channel();
                     let origin = Origin::Stored {
                         split: connector.tasks.clone(),
+                        build: connector.tasks_build.clone(),
                     };
                     self.spawn_actor(config, connector.target, origin, reply);
                     restoring.push(restored);
@@ -310,7 +306,6 @@ impl<W: Runtime> ControlLoop<W> {
                 }
             }
         }
-        self.stored = stored;
         let _ = loaded.send(Ok(()));
         let started = self.started.take();
         tokio::spawn(async move {

@@ -207,8 +207,11 @@ impl Herder {
 
     /// The rest of start-up, which REST may already serve during: load the plugins (each file
     /// concurrently, its `spec()` under its deadline, so a file that hangs delays nothing but
-    /// itself), watch the directory, and start the connectors an earlier run stored. Changes
-    /// asked for meanwhile wait for it; reads answer at once.
+    /// itself), watch the directory, and start restoring the connectors an earlier run stored.
+    /// Returns once every stored connector has its actor: changes may come from then on (a
+    /// change to a connector still being restored waits for its restore, in its actor's queue;
+    /// no other connector waits for it). Changes asked for before then wait for it; reads
+    /// answer at once. [`Herder::is_started`] turns true once every restore has come back.
     pub async fn load(&self) -> Result<(), String> {
         // The scan runs here, not in the control loop, so a shutdown meanwhile is not held up.
         let registry = &self.shared.registry;
@@ -223,7 +226,13 @@ impl Herder {
         let stopping = || Err("the worker is stopping".into());
         loaded.await.unwrap_or_else(|_| stopping())?;
         self.loaded.send_replace(true);
-        restored.await.unwrap_or_else(|_| stopping())
+        // Each restore's failure is the connector's (FAILED with the reason), not start-up's.
+        tokio::spawn(async move {
+            if let Ok(Err(e)) = restored.await {
+                tracing::error!("restoring the stored connectors: {e}");
+            }
+        });
+        Ok(())
     }
 
     /// Whether the control loop takes requests: `true` once it has answered a ping within

@@ -11,6 +11,11 @@
 //! - `fake.generation`: each task config also carries the number of `task-configs` calls so
 //!   far, so every split differs from the one before.
 //! - `fake.hang`: preparing the connector never ends.
+//! - `fake.create.retriable=N`: `create` fails retriably its first N calls (per connector).
+//! - `fake.monitor=reconfigure|fatal`: the connector is monitored; `monitor` reports a change
+//!   in its work, or fails for good.
+//!
+//! The fake plugin's build is the worker's `build` (a plugin replaced between runs).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,12 +44,41 @@ use crate::worker::{
     ConnectorFacts, ConnectorOps, MonitorReport, PluginBuild, RestartPolicy, WorkerOps,
 };
 
-/// The config log in memory; its writes fail while `fail` is set.
+/// The config log in memory; its writes fail while `fail` is set, and with a `lag` its
+/// subscribers get each append's events that long after it returned (as a Kafka consumer reads
+/// back a record some time after the producer's ack), in order.
 #[derive(Default)]
 struct MemoryLog {
     state: Mutex<ConfigState>,
     subscribers: Mutex<Vec<mpsc::UnboundedSender<ConfigEvent>>>,
     fail: AtomicBool,
+    lag: Mutex<Option<mpsc::UnboundedSender<Appended>>>,
+}
+
+/// An append's events, and when it returned.
+type Appended = (tokio::time::Instant, Vec<ConfigEvent>);
+
+impl MemoryLog {
+    /// Deliver every later append's events `lag` after it.
+    fn lag(self: &Arc<Self>, lag: Duration) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Appended>();
+        *self.lag.lock().unwrap() = Some(tx);
+        let log = Arc::clone(self);
+        tokio::spawn(async move {
+            while let Some((at, events)) = rx.recv().await {
+                tokio::time::sleep_until(at + lag).await;
+                log.deliver(&events);
+            }
+        });
+    }
+
+    fn deliver(&self, events: &[ConfigEvent]) {
+        for subscriber in self.subscribers.lock().unwrap().iter() {
+            for event in events {
+                let _ = subscriber.send(event.clone());
+            }
+        }
+    }
 }
 
 impl ConfigLog for MemoryLog {
@@ -61,10 +95,11 @@ impl ConfigLog for MemoryLog {
                 return Err("the disk is full".to_owned());
             }
             let events = self.state.lock().unwrap().append(records);
-            for subscriber in self.subscribers.lock().unwrap().iter() {
-                for event in &events {
-                    let _ = subscriber.send(event.clone());
+            match &*self.lag.lock().unwrap() {
+                Some(lagging) => {
+                    let _ = lagging.send((tokio::time::Instant::now(), events.clone()));
                 }
+                None => self.deliver(&events),
             }
             Ok(events)
         })
@@ -93,6 +128,10 @@ struct FakeWorker {
     tasks: Mutex<BTreeMap<ConnectorTaskId, FakeTask>>,
     /// `task-configs` calls per connector.
     splits: Mutex<HashMap<String, u32>>,
+    /// `create` calls per connector.
+    creates: Mutex<HashMap<String, u32>>,
+    /// The content hash of the fake plugin's build.
+    build: Mutex<String>,
     /// Starts of tasks whose config the log did not hold.
     unstored_starts: Mutex<Vec<ConnectorTaskId>>,
     /// Notified by every call recorded.
@@ -115,6 +154,8 @@ impl FakeWorker {
             calls: Mutex::new(Vec::new()),
             tasks: Mutex::new(BTreeMap::new()),
             splits: Mutex::new(HashMap::new()),
+            creates: Mutex::new(HashMap::new()),
+            build: Mutex::new("build-1".into()),
             unstored_starts: Mutex::new(Vec::new()),
             called: Notify::new(),
             reconfigure: Mutex::new(HashMap::new()),
@@ -179,7 +220,7 @@ impl ConnectorOps for FakeConnector {
     }
 
     fn monitors(&self) -> bool {
-        false
+        self.created && self.config.get("fake.monitor").is_some()
     }
 
     fn is_created(&self) -> bool {
@@ -187,10 +228,28 @@ impl ConnectorOps for FakeConnector {
     }
 
     async fn create(&mut self) -> Result<(), CallError> {
-        if !self.created {
-            self.worker.record(format!("create {}", self.name));
-            self.created = true;
+        if self.created {
+            return Ok(());
         }
+        self.worker.record(format!("create {}", self.name));
+        let calls = {
+            let mut creates = self.worker.creates.lock().unwrap();
+            let calls = creates.entry(self.name.clone()).or_default();
+            *calls += 1;
+            *calls
+        };
+        let retriable: u32 = self
+            .config
+            .get("fake.create.retriable")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        if calls <= retriable {
+            return Err(CallError::Plugin {
+                function: "create",
+                error: PluginError::Retriable("the database is starting".into()),
+            });
+        }
+        self.created = true;
         Ok(())
     }
 
@@ -233,10 +292,17 @@ impl ConnectorOps for FakeConnector {
     }
 
     async fn monitor(&mut self) -> Result<MonitorReport, CallError> {
-        Ok(MonitorReport {
-            reconfigure: false,
-            next_call_ms: None,
-        })
+        self.worker.record(format!("monitor {}", self.name));
+        match self.config.get("fake.monitor") {
+            Some("fatal") => Err(CallError::Plugin {
+                function: "monitor",
+                error: PluginError::Fatal("the table is gone".into()),
+            }),
+            report => Ok(MonitorReport {
+                reconfigure: report == Some("reconfigure"),
+                next_call_ms: None,
+            }),
+        }
     }
 
     async fn stop(&mut self, _grace: Duration) {
@@ -272,7 +338,7 @@ impl WorkerOps for Arc<FakeWorker> {
                 world: World::Source,
                 plugin: "fake".into(),
                 version: "1.0.0".into(),
-                build: ("fake.wasm".into(), "0".into()),
+                build: ("fake.wasm".into(), self.build.lock().unwrap().clone()),
                 secret_keys: Default::default(),
                 tasks_max: config.tasks_max,
                 restart: RestartPolicy {
@@ -360,7 +426,7 @@ impl WorkerOps for Arc<FakeWorker> {
 
     fn current_build(&self, _config: &ConnectorConfig) -> Option<PluginBuild> {
         Some(PluginBuild {
-            file: ("fake.wasm".into(), "0".into()),
+            file: ("fake.wasm".into(), self.build.lock().unwrap().clone()),
             version: "1.0.0".into(),
         })
     }
@@ -432,7 +498,13 @@ fn config(name: &str, extra: &[(&str, &str)]) -> ConnectorConfig {
 impl Harness {
     /// A loop over `log` (already holding what an earlier run stored), loaded.
     async fn with_log(log: Arc<MemoryLog>, tasks_per_worker: u32) -> Self {
+        Self::start(log, tasks_per_worker, "build-1").await
+    }
+
+    /// A loop over `log` whose worker has the fake plugin's build `build`, loaded.
+    async fn start(log: Arc<MemoryLog>, tasks_per_worker: u32, build: &str) -> Self {
         let worker = Arc::new(FakeWorker::new(Arc::clone(&log), tasks_per_worker));
+        *worker.build.lock().unwrap() = build.to_owned();
         let snapshot = Arc::new(Snapshot::default());
         let (started, _) = watch::channel(false);
         let control = ControlLoop::spawn(
@@ -651,36 +723,39 @@ async fn a_new_config_is_checked_stored_then_run() {
 
 #[tokio::test(start_paused = true)]
 async fn pause_resume_and_stop_are_stored_then_applied() {
-    let h = Harness::new().await;
-    h.create("a", &[]).await.unwrap();
-    h.target("a", TargetState::Paused).await.unwrap();
-    assert_eq!(h.stored().connectors["a"].target, TargetState::Paused);
-    assert_eq!(
-        h.running(),
-        vec![
-            ("a-0".to_owned(), TaskState::Paused),
-            ("a-1".to_owned(), TaskState::Paused)
-        ]
-    );
-    assert_eq!(h.status("a").connector.state, "PAUSED");
-    h.target("a", TargetState::Running).await.unwrap();
-    assert_eq!(h.running(), running(&["a-0", "a-1"]));
-    h.target("a", TargetState::Stopped).await.unwrap();
-    assert!(h.running().is_empty());
-    assert_eq!(h.stored().connectors["a"].target, TargetState::Stopped);
-    assert_eq!(h.status("a").connector.state, "STOPPED");
-    assert!(h.status("a").tasks.is_empty());
-    assert_eq!(
-        h.worker.capacity.used().tasks,
-        0,
-        "a stopped connector claims nothing"
-    );
-    // Resumed from the stored split: no new split.
-    let splits = h.worker.count("task-configs a");
-    h.target("a", TargetState::Running).await.unwrap();
-    assert_eq!(h.running(), running(&["a-0", "a-1"]));
-    assert_eq!(h.worker.count("task-configs a"), splits);
-    h.no_unstored_starts();
+    use TargetState::{Paused, Running, Stopped};
+    // From a RUNNING connector of two tasks, the targets asked for in turn, and after the last:
+    // the status, the tasks' states (none: no task runs) and the tasks claimed.
+    let cases: [(&[TargetState], &str, Option<TaskState>, u32); 7] = [
+        (&[Paused], "PAUSED", Some(TaskState::Paused), 2),
+        (&[Paused, Running], "RUNNING", Some(TaskState::Running), 2),
+        (&[Stopped], "STOPPED", None, 0),
+        (&[Paused, Stopped], "STOPPED", None, 0),
+        (&[Stopped, Running], "RUNNING", Some(TaskState::Running), 2),
+        (&[Stopped, Paused], "PAUSED", Some(TaskState::Paused), 2),
+        (&[Running, Running], "RUNNING", Some(TaskState::Running), 2),
+    ];
+    for (targets, state, tasks, claimed) in cases {
+        let h = Harness::new().await;
+        h.create("a", &[]).await.unwrap();
+        for target in targets {
+            h.target("a", *target).await.unwrap();
+        }
+        let last = *targets.last().unwrap();
+        let what = format!("{targets:?}");
+        assert_eq!(h.stored().connectors["a"].target, last, "{what}");
+        assert_eq!(h.status("a").connector.state, state, "{what}");
+        let expected: Vec<_> = tasks
+            .into_iter()
+            .flat_map(|t| [("a-0".to_owned(), t.clone()), ("a-1".to_owned(), t)])
+            .collect();
+        assert_eq!(h.running(), expected, "{what}");
+        assert_eq!(h.status("a").tasks.len(), expected.len(), "{what}");
+        assert_eq!(h.worker.capacity.used().tasks, claimed, "{what}");
+        // Every one runs from the stored split: one split only.
+        assert_eq!(h.worker.count("task-configs a"), 1, "{what}");
+        h.no_unstored_starts();
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -701,42 +776,116 @@ async fn a_delete_is_stored_then_everything_goes() {
     ));
 }
 
+/// One restart request and what it must do.
+struct RestartCase {
+    what: &'static str,
+    /// Tasks failed before the request.
+    failed: &'static [u32],
+    include_tasks: bool,
+    only_failed: bool,
+    /// The plan's connector state and task states.
+    connector: &'static str,
+    tasks: [&'static str; 3],
+    /// Whether the connector is prepared anew (a new instance, split again).
+    new_instance: bool,
+    /// The tasks stopped and started again.
+    restarted: &'static [u32],
+}
+
 #[tokio::test(start_paused = true)]
 async fn restarts_follow_include_tasks_and_only_failed() {
+    const RUNNING: &str = "RUNNING";
+    const RESTARTING: &str = "RESTARTING";
+    let cases = [
+        RestartCase {
+            what: "the connector alone: a new instance splits the same, the tasks keep running",
+            failed: &[],
+            include_tasks: false,
+            only_failed: false,
+            connector: RESTARTING,
+            tasks: [RUNNING; 3],
+            new_instance: true,
+            restarted: &[],
+        },
+        RestartCase {
+            what: "with its tasks: every one",
+            failed: &[],
+            include_tasks: true,
+            only_failed: false,
+            connector: RESTARTING,
+            tasks: [RESTARTING; 3],
+            new_instance: true,
+            restarted: &[0, 1, 2],
+        },
+        RestartCase {
+            what: "only failed ones: the healthy connector and tasks stay",
+            failed: &[1],
+            include_tasks: true,
+            only_failed: true,
+            connector: RUNNING,
+            tasks: [RUNNING, RESTARTING, RUNNING],
+            new_instance: false,
+            restarted: &[1],
+        },
+        RestartCase {
+            what: "only failed, nothing failed: nothing restarts",
+            failed: &[],
+            include_tasks: true,
+            only_failed: true,
+            connector: RUNNING,
+            tasks: [RUNNING; 3],
+            new_instance: false,
+            restarted: &[],
+        },
+        RestartCase {
+            what: "only the failed connector, without tasks: a failed task stays failed",
+            failed: &[2],
+            include_tasks: false,
+            only_failed: true,
+            connector: RUNNING,
+            tasks: [RUNNING, RUNNING, "FAILED"],
+            new_instance: false,
+            restarted: &[],
+        },
+    ];
+    for case in cases {
+        let h = Harness::new().await;
+        h.create("a", &[("tasks.max", "3")]).await.unwrap();
+        for id in case.failed {
+            h.worker.fail_task(&ConnectorTaskId::new("a", *id));
+        }
+        let plan = h
+            .restart("a", case.include_tasks, case.only_failed)
+            .await
+            .unwrap();
+        let what = case.what;
+        assert_eq!(plan.connector.state, case.connector, "{what}");
+        let states: Vec<_> = plan.tasks.iter().map(|t| t.state.state).collect();
+        assert_eq!(states, case.tasks, "{what}");
+        let prepares = if case.new_instance { 2 } else { 1 };
+        assert_eq!(h.worker.count("prepare a"), prepares, "{what}");
+        for id in 0..3 {
+            let stops = usize::from(case.restarted.contains(&id));
+            assert_eq!(
+                h.worker.count(&format!("stop a-{id}")),
+                stops,
+                "{what}: task {id}"
+            );
+        }
+        h.no_unstored_starts();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_single_task_restarts_from_its_stored_config() {
     let h = Harness::new().await;
     h.create("a", &[("tasks.max", "3")]).await.unwrap();
-    // The connector alone: a new instance splits the same; the tasks keep running.
-    let plan = h.restart("a", false, false).await.unwrap();
-    assert_eq!(plan.connector.state, "RESTARTING");
-    assert_eq!(h.worker.count("prepare a"), 2);
-    assert_eq!(h.worker.count("stop a-"), 0);
-    assert!(
-        plan.tasks.iter().all(|t| t.state.state == "RUNNING"),
-        "{plan:?}"
-    );
-    // With its tasks: every one.
-    let plan = h.restart("a", true, false).await.unwrap();
-    assert!(
-        plan.tasks.iter().all(|t| t.state.state == "RESTARTING"),
-        "{plan:?}"
-    );
-    assert_eq!(h.worker.count("stop a-"), 3);
-    // Only the failed ones: the connector (not failed) and the two healthy tasks stay.
-    h.worker.fail_task(&ConnectorTaskId::new("a", 1));
-    let prepares = h.worker.count("prepare a");
-    let plan = h.restart("a", true, true).await.unwrap();
-    assert_eq!(h.worker.count("prepare a"), prepares);
-    assert_eq!(plan.connector.state, "RUNNING");
-    let states: Vec<_> = plan.tasks.iter().map(|t| t.state.state).collect();
-    assert_eq!(states, ["RUNNING", "RESTARTING", "RUNNING"]);
-    assert_eq!(h.worker.count("stop a-1"), 2);
-    assert_eq!(h.worker.count("stop a-0"), 1);
-    assert_eq!(h.running(), running(&["a-0", "a-1", "a-2"]));
-    // A single task.
     h.command("a", |reply| Command::RestartTask { id: 2, reply })
         .await
         .unwrap();
-    assert_eq!(h.worker.count("stop a-2"), 2);
+    assert_eq!(h.worker.count("stop a-2"), 1);
+    assert_eq!(h.worker.count("stop a-0"), 0);
+    assert_eq!(h.running(), running(&["a-0", "a-1", "a-2"]));
     assert!(matches!(
         h.command("a", |reply| Command::RestartTask { id: 7, reply })
             .await,
@@ -946,4 +1095,129 @@ async fn offsets_change_only_while_stopped() {
     .unwrap();
     assert_eq!(h.worker.count("reset-offsets a"), 1);
     assert_eq!(h.worker.count("alter-offsets a"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn commands_that_come_while_a_change_is_pending_are_decided_after_it() {
+    let log = Arc::new(MemoryLog::default());
+    log.lag(Duration::from_secs(1));
+    let h = Harness::with_log(Arc::clone(&log), 100).await;
+    h.create("a", &[]).await.unwrap();
+    // A restart of every task asked for right behind a new config of three tasks: it restarts
+    // the new config's three, not the two the config replaces.
+    let (put, plan) = tokio::join!(
+        h.put("a", &[("tasks.max", "3")]),
+        h.restart("a", true, false)
+    );
+    put.unwrap();
+    let plan = plan.unwrap();
+    let states: Vec<_> = plan.tasks.iter().map(|t| t.state.state).collect();
+    assert_eq!(states, ["RESTARTING"; 3]);
+    assert_eq!(h.running(), running(&["a-0", "a-1", "a-2"]));
+    // A pause right behind a stop: applied after it, so the connector ends PAUSED.
+    let (stop, pause) = tokio::join!(
+        h.target("a", TargetState::Stopped),
+        h.target("a", TargetState::Paused)
+    );
+    stop.unwrap();
+    pause.unwrap();
+    assert_eq!(h.stored().connectors["a"].target, TargetState::Paused);
+    assert_eq!(h.status("a").connector.state, "PAUSED");
+    // A delete right behind a new config: the config is stored first, then the delete.
+    let (put, delete) = tokio::join!(h.put("a", &[("tasks.max", "1")]), h.delete("a"));
+    put.unwrap();
+    delete.unwrap();
+    assert!(h.stored().connectors.is_empty());
+    assert!(h.running().is_empty());
+    h.no_unstored_starts();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_monitor_that_reports_a_change_resplits_and_one_that_fails_fails_the_connector() {
+    let h = Harness::new().await;
+    let extra = [
+        ("fake.monitor", "reconfigure"),
+        ("fake.generation", "yes"),
+        ("tasks.max", "1"),
+    ];
+    h.create("a", &extra).await.unwrap();
+    assert_eq!(
+        h.worker.count("monitor a"),
+        0,
+        "called an interval after start"
+    );
+    let id = ConnectorTaskId::new("a", 0);
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    h.until("the monitor's change runs", |h| {
+        h.worker
+            .running_config(&id)
+            .is_some_and(|c| c.contains(&("generation".into(), "2".into())))
+    })
+    .await;
+    assert_eq!(h.worker.count("monitor a"), 1);
+    h.no_unstored_starts();
+    // Not monitored while paused.
+    h.target("a", TargetState::Paused).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(h.worker.count("monitor a"), 1);
+    // A monitor that fails for good fails the connector and stops its tasks.
+    h.create("b", &[("fake.monitor", "fatal")]).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    h.until("b fails", |h| h.status("b").connector.state == "FAILED")
+        .await;
+    let trace = h.status("b").connector.trace.unwrap_or_default();
+    assert!(trace.contains("the table is gone"), "{trace}");
+    assert!(!h.running().iter().any(|(id, _)| id.starts_with("b-")));
+    assert_eq!(h.worker.capacity.used().tasks, 1, "b claims nothing");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restore_whose_create_fails_retriably_runs_its_stored_split_once_created() {
+    let log = Arc::new(MemoryLog::default());
+    log.append(vec![
+        ConfigRecord::Connector {
+            name: "a".into(),
+            config: config("a", &[("fake.create.retriable", "2")]).pairs,
+        },
+        ConfigRecord::Tasks {
+            name: "a".into(),
+            configs: vec![
+                vec![("task".into(), "0".into())],
+                vec![("task".into(), "1".into())],
+            ],
+            build: Some("build-1".into()),
+        },
+    ])
+    .await
+    .unwrap();
+    let h = Harness::with_log(Arc::clone(&log), 100).await;
+    h.until("the first create failed", |h| {
+        h.status("a").connector.state == "RESTARTING"
+    })
+    .await;
+    let trace = h.status("a").connector.trace.unwrap_or_default();
+    assert!(trace.contains("the database is starting"), "{trace}");
+    assert!(h.running().is_empty());
+    h.until("created on the third try", |h| h.running().len() == 2)
+        .await;
+    assert_eq!(h.worker.count("create a"), 3);
+    assert_eq!(h.worker.count("task-configs a"), 0, "the stored split runs");
+    assert_eq!(h.status("a").connector.state, "RUNNING");
+    h.no_unstored_starts();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restore_on_another_plugin_build_splits_again() {
+    let log = Arc::new(MemoryLog::default());
+    {
+        let h = Harness::with_log(Arc::clone(&log), 100).await;
+        h.create("a", &[]).await.unwrap();
+    }
+    let stored = |log: &MemoryLog| log.read().unwrap().connectors["a"].tasks_build.clone();
+    assert_eq!(stored(&log).as_deref(), Some("build-1"));
+    let h = Harness::start(Arc::clone(&log), 100, "build-2").await;
+    h.until("restored", |h| h.running().len() == 2).await;
+    assert_eq!(h.worker.count("task-configs a"), 1);
+    assert_eq!(stored(&log).as_deref(), Some("build-2"));
+    h.no_unstored_starts();
 }

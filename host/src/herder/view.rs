@@ -23,8 +23,11 @@ pub(crate) struct ConnectorView {
     /// What the connector is, once its config checked out.
     pub facts: Option<ConnectorFacts>,
     /// The stored split its tasks run from, as it may be shown (resolved values redacted);
-    /// empty while its tasks may not run (STOPPED, FAILED, retrying its split).
+    /// empty while STOPPED (as Kafka Connect, which stores an empty split on a stop).
     pub split: Vec<Pairs>,
+    /// Whether its status lists the split's tasks: they run or may run (not STOPPED, FAILED
+    /// or waiting to retry its split).
+    pub tasks_listed: bool,
     /// The tasks running here, by task id: counters, and live detail for statuses.
     pub tasks: BTreeMap<u32, Arc<TaskMetrics>>,
     pub topics: ActiveTopics,
@@ -153,7 +156,12 @@ pub(crate) fn status_of(
             .trace
             .or_else(|| outage.clone().filter(|_| stored.state == "RUNNING")),
     };
-    let tasks = (0..view.split.len() as u32)
+    let listed = if view.tasks_listed {
+        view.split.len()
+    } else {
+        0
+    };
+    let tasks = (0..listed as u32)
         .map(|id| {
             let stored = store
                 .task(&ConnectorTaskId::new(name, id))

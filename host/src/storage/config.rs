@@ -60,8 +60,13 @@ pub enum ConfigRecord {
     /// A connector removed; its task configs and target state go with it.
     Removed { name: String },
     /// A connector's whole split: task `i` runs from `configs[i]` (placeholders put back where
-    /// the plugin copied a resolved value, so no secret is stored).
-    Tasks { name: String, configs: Vec<Pairs> },
+    /// the plugin copied a resolved value, so no secret is stored), split by the plugin build
+    /// whose content hash is `build` (a restore on another build splits again).
+    Tasks {
+        name: String,
+        configs: Vec<Pairs>,
+        build: Option<String>,
+    },
     /// The operator's target state for a connector.
     Target { name: String, state: TargetState },
 }
@@ -95,6 +100,8 @@ pub struct StoredConnector {
     /// The stored split; `None` until one is stored (a connector stored by a version without
     /// task configs, or whose split has not succeeded yet).
     pub tasks: Option<Vec<Pairs>>,
+    /// The content hash of the plugin build that made the stored split, if known.
+    pub tasks_build: Option<String>,
 }
 
 /// Everything the log holds as of `offset` (Kafka Connect's `ClusterConfigState`).
@@ -134,6 +141,7 @@ impl ConfigState {
                     Some(stored) => {
                         if stored.config != *config {
                             stored.tasks = None;
+                            stored.tasks_build = None;
                         }
                         stored.config = config.clone();
                     }
@@ -146,6 +154,7 @@ impl ConfigState {
                                 config: config.clone(),
                                 target: TargetState::Running,
                                 tasks: None,
+                                tasks_build: None,
                             },
                         );
                     }
@@ -156,9 +165,14 @@ impl ConfigState {
             }
             // Task configs and target states of a connector with no config are dropped, as
             // Kafka Connect drops them: they can only be left over from a removed connector.
-            ConfigRecord::Tasks { name, configs } => {
+            ConfigRecord::Tasks {
+                name,
+                configs,
+                build,
+            } => {
                 if let Some(stored) = self.connectors.get_mut(name) {
                     stored.tasks = Some(configs.clone());
+                    stored.tasks_build = build.clone();
                 }
             }
             ConfigRecord::Target { name, state } => {
@@ -217,11 +231,13 @@ mod tests {
             ConfigRecord::Tasks {
                 name: "a".into(),
                 configs: vec![pairs(&[("t", "0")])],
+                build: Some("b1".into()),
             },
             // Left over from a connector that is gone: ignored.
             ConfigRecord::Tasks {
                 name: "gone".into(),
                 configs: vec![],
+                build: None,
             },
             // The same config again keeps the split; another drops it.
             ConfigRecord::Connector {
@@ -242,6 +258,7 @@ mod tests {
                 config: pairs(&[("x", "1")]),
                 target: TargetState::Paused,
                 tasks: Some(vec![pairs(&[("t", "0")])]),
+                tasks_build: Some("b1".into()),
             }
         );
         assert!(!state.connectors.contains_key("gone"));

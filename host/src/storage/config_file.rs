@@ -28,6 +28,9 @@ struct Stored {
     target_state: TargetState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tasks: Option<Vec<BTreeMap<String, String>>>,
+    /// The content hash of the plugin build that split `tasks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tasks_build: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -96,6 +99,7 @@ impl FileConfigLog {
                         config: pairs(s.config),
                         target: s.target_state,
                         tasks: s.tasks.map(|t| t.into_iter().map(pairs).collect()),
+                        tasks_build: s.tasks_build,
                     };
                     (name, stored)
                 })
@@ -116,6 +120,7 @@ impl FileConfigLog {
                         config: map(&c.config),
                         target_state: c.target,
                         tasks: c.tasks.as_ref().map(|t| t.iter().map(map).collect()),
+                        tasks_build: c.tasks_build.clone(),
                     };
                     (name.clone(), stored)
                 })
@@ -196,6 +201,7 @@ mod tests {
                 ConfigRecord::Tasks {
                     name: "a".into(),
                     configs: vec![pairs(&[("t", "0")]), pairs(&[("t", "1")])],
+                    build: Some("b1".into()),
                 },
             ])
             .await
@@ -212,6 +218,7 @@ mod tests {
             state.connectors["a"].tasks,
             Some(vec![pairs(&[("t", "0")]), pairs(&[("t", "1")])])
         );
+        assert_eq!(state.connectors["a"].tasks_build.as_deref(), Some("b1"));
     }
 
     #[tokio::test]
