@@ -156,7 +156,6 @@ pub(crate) fn spawn<W: Runtime>(
         target: TargetState::Running,
         failure: None,
         retrying: None,
-        connector: None,
         split: None,
         running: BTreeMap::new(),
         topics: ActiveTopics::default(),
@@ -234,17 +233,13 @@ impl<C: ConnectorOps> Staged<C> {
     async fn refuse(self, grace: std::time::Duration, error: HerderError) {
         match self {
             Staged::Start {
-                mut connector,
-                reply,
-                ..
+                connector, reply, ..
             } => {
                 connector.stop(grace).await;
                 let _ = reply.send(Err(error));
             }
             Staged::Reconfigure {
-                mut connector,
-                reply,
-                ..
+                connector, reply, ..
             } => {
                 connector.stop(grace).await;
                 if let Some(reply) = reply {
@@ -252,9 +247,7 @@ impl<C: ConnectorOps> Staged<C> {
                 }
             }
             Staged::Restart {
-                mut connector,
-                reply,
-                ..
+                connector, reply, ..
             } => {
                 connector.stop(grace).await;
                 let _ = reply.send(Err(error));
@@ -287,9 +280,6 @@ struct Actor<W: Runtime> {
     failure: Option<String>,
     /// Why the last split failed retriably, while a retry is scheduled.
     retrying: Option<String>,
-    /// The connector as the worker runs it: its instance (kept for the next split) and its
-    /// settings. `None` until prepared, and when its config does not check out.
-    connector: Option<W::Connector>,
     /// The stored split the tasks run from; `None` until one is stored.
     split: Option<Vec<Pairs>>,
     /// The tasks started here, by task id.
@@ -389,8 +379,7 @@ impl<W: Runtime> Actor<W> {
             && self.failure.is_none()
             && self.retrying.is_none()
             && self
-                .connector
-                .as_ref()
+                .connector()
                 .is_some_and(|c| c.is_created() && c.monitors());
         match (monitored, self.monitor_at) {
             (false, _) => self.monitor_at = None,
@@ -402,8 +391,7 @@ impl<W: Runtime> Actor<W> {
     }
 
     fn monitor_interval(&self) -> std::time::Duration {
-        self.connector
-            .as_ref()
+        self.connector()
             .map_or(std::time::Duration::from_secs(60), |c| {
                 c.facts().monitor_interval
             })
@@ -413,7 +401,7 @@ impl<W: Runtime> Actor<W> {
     /// when it fails for good, and set when it is called next.
     async fn monitor(&mut self) {
         let interval = self.monitor_interval();
-        let Some(connector) = self.connector.as_mut() else {
+        let Some(connector) = self.connector() else {
             self.monitor_at = None;
             return;
         };
@@ -624,8 +612,7 @@ impl<W: Runtime> Actor<W> {
                     Err(_) => true,
                 };
                 let build_changed = self
-                    .connector
-                    .as_ref()
+                    .connector()
                     .is_none_or(|c| c.facts().build != connector.facts().build);
                 let was_failed = self.failure.is_some() || self.retrying.is_some();
                 // The old connector instance stops after the tasks it split for (which keep
@@ -690,7 +677,8 @@ impl<W: Runtime> Actor<W> {
     /// Keep `connector` as the running one (stopping the one before) with `split`, or
     /// schedule a retry of the split.
     async fn adopt(&mut self, connector: W::Connector, split: Split) {
-        self.replace_connector(Some(connector)).await;
+        self.worker.run_connector(&self.name, connector).await;
+        self.monitor_at = None;
         match split {
             Ok(split) => self.split = Some(split),
             Err(error) => self.split_failed(error),
@@ -734,7 +722,7 @@ impl<W: Runtime> Actor<W> {
             // Shown at once, UNASSIGNED until it runs: a stored connector exists meanwhile.
             self.publish();
         }
-        let mut connector = match self
+        let connector = match self
             .worker
             .prepare(&self.config, Arc::clone(&self.reconfigure))
             .await
@@ -842,9 +830,7 @@ impl<W: Runtime> Actor<W> {
             return Flow::Continue;
         };
         let Staged::Start {
-            mut connector,
-            reply,
-            ..
+            connector, reply, ..
         } = change
         else {
             // `stage` hands back the change it was given: a Start.
@@ -868,7 +854,7 @@ impl<W: Runtime> Actor<W> {
         &mut self,
         config: &ConnectorConfig,
     ) -> Result<(W::Connector, Split), HerderError> {
-        let mut connector = self
+        let connector = self
             .worker
             .prepare(config, Arc::clone(&self.reconfigure))
             .await
@@ -903,7 +889,7 @@ impl<W: Runtime> Actor<W> {
                 let _ = reply.send(Err(e));
             }
         };
-        let (mut connector, split) = match self.prepare_split(&config).await {
+        let (connector, split) = match self.prepare_split(&config).await {
             Ok(prepared) => prepared,
             Err(e) => return refuse(reply, e),
         };
@@ -965,7 +951,7 @@ impl<W: Runtime> Actor<W> {
     /// connector whose plugin left the directory keeps running on the build it loaded.
     async fn follow_plugin(&mut self) {
         let found = self.worker.current_build(&self.config);
-        let running = self.connector.as_ref().map(|c| c.facts().clone());
+        let running = self.connector().map(|c| c.facts().clone());
         match (found, running) {
             (Some(new), Some(old)) if new.file == old.build => {}
             (None, Some(old)) => {
@@ -995,8 +981,8 @@ impl<W: Runtime> Actor<W> {
         if target != TargetState::Stopped
             && self.running.is_empty()
             && self.failure.is_none()
-            && let (Some(connector), Some(split)) = (&self.connector, &self.split)
-            && let Err(e) = self.admit(connector, split.len(), target)
+            && let (Some(connector), Some(split)) = (self.connector(), &self.split)
+            && let Err(e) = self.admit(&connector, split.len(), target)
         {
             let _ = reply.send(Err(e));
             return;
@@ -1028,7 +1014,7 @@ impl<W: Runtime> Actor<W> {
                     self.retry_at = Some(tokio::time::Instant::now());
                 }
                 if self.running.is_empty() {
-                    if let (Some(connector), Some(split)) = (&self.connector, &self.split)
+                    if let (Some(connector), Some(split)) = (self.connector(), &self.split)
                         && self.failure.is_none()
                     {
                         // Admitted when asked for; claimed again here for a change that came
@@ -1063,7 +1049,7 @@ impl<W: Runtime> Actor<W> {
             let _ = reply.send(Ok(status));
             return;
         }
-        let (mut connector, split) = match self.prepare_split(&self.config.clone()).await {
+        let (connector, split) = match self.prepare_split(&self.config.clone()).await {
             Ok(prepared) => prepared,
             Err(e) => {
                 // The config no longer checks out: FAILED with the reason.
@@ -1169,7 +1155,7 @@ impl<W: Runtime> Actor<W> {
 
     /// Stop task `id` (if it runs) and start it again from its stored task config.
     async fn restart_one(&mut self, id: u32) {
-        let (Some(connector), Some(split)) = (&self.connector, &self.split) else {
+        let Some(split) = &self.split else {
             return;
         };
         let Some(config) = split.get(id as usize) else {
@@ -1179,15 +1165,16 @@ impl<W: Runtime> Actor<W> {
         if self.running.remove(&id).is_some() {
             self.worker.stop_tasks(vec![task.clone()]).await;
         }
-        let metrics = self.worker.start_task(
+        let started = self.worker.start_task(
             task,
-            connector,
             config,
             split.len(),
             self.control_for_target(),
             &self.topics,
         );
-        self.running.insert(id, metrics);
+        if let Some(metrics) = started {
+            self.running.insert(id, metrics);
+        }
     }
 
     /// Ask the kept connector instance for task configs again (the connector asked for it, or
@@ -1197,7 +1184,7 @@ impl<W: Runtime> Actor<W> {
         if self.target == TargetState::Stopped || self.failure.is_some() {
             return;
         }
-        let Some(connector) = self.connector.as_mut() else {
+        let Some(connector) = self.connector() else {
             return;
         };
         // A stored connector whose `create` failed retriably runs its stored split once created.
@@ -1235,18 +1222,13 @@ impl<W: Runtime> Actor<W> {
                     return;
                 }
                 let before = self.worker.capacity().claim_of(&self.name);
-                if let Some(connector) = &self.connector
-                    && let Err(e) = self.admit(connector, split.len(), self.target)
-                {
+                if let Err(e) = self.admit(&connector, split.len(), self.target) {
                     self.stop_tasks().await;
                     self.fail(e.to_string());
                     self.publish();
                     return;
                 }
-                let Some(facts) = self.connector.as_ref().map(|c| c.facts()) else {
-                    return;
-                };
-                let tasks = tasks_record(&self.name, facts, split.clone());
+                let tasks = tasks_record(&self.name, connector.facts(), split.clone());
                 match self.stage(vec![tasks], Staged::Split { split }).await {
                     Ok(()) => {}
                     Err((_, e)) => {
@@ -1279,7 +1261,7 @@ impl<W: Runtime> Actor<W> {
     /// A retriable split failure: retry under the restart policy, or give up past it.
     fn split_failed(&mut self, error: String) {
         let error = self.redact(&error);
-        let Some(policy) = self.connector.as_ref().map(|c| c.facts().restart) else {
+        let Some(policy) = self.connector().map(|c| c.facts().restart) else {
             return;
         };
         let now = Instant::now();
@@ -1309,7 +1291,7 @@ impl<W: Runtime> Actor<W> {
     /// `text` (a plugin's error, say) without the resolved secrets of the connector's config:
     /// it is about to be shown in a status or the log.
     fn redact(&self, text: &str) -> String {
-        match &self.connector {
+        match self.connector() {
             Some(c) => c.redact(text),
             None => text.to_owned(),
         }
@@ -1334,9 +1316,9 @@ impl<W: Runtime> Actor<W> {
 
     /// Claim what the stored split's tasks need, then start them; FAILED if they no longer fit.
     fn admit_and_start(&mut self) {
-        if let (Some(connector), Some(split)) = (&self.connector, &self.split)
+        if let (Some(connector), Some(split)) = (self.connector(), &self.split)
             && self.runnable()
-            && let Err(e) = self.admit(connector, split.len(), self.target)
+            && let Err(e) = self.admit(&connector, split.len(), self.target)
         {
             self.fail(e.to_string());
             return;
@@ -1350,7 +1332,7 @@ impl<W: Runtime> Actor<W> {
         if !self.runnable() {
             return;
         }
-        let (Some(connector), Some(split)) = (&self.connector, &self.split) else {
+        let Some(split) = &self.split else {
             return;
         };
         let control = self.control_for_target();
@@ -1359,15 +1341,16 @@ impl<W: Runtime> Actor<W> {
             if self.running.contains_key(&id) {
                 continue;
             }
-            let metrics = self.worker.start_task(
+            let started = self.worker.start_task(
                 ConnectorTaskId::new(&self.name, id),
-                connector,
                 config,
                 split.len(),
                 control,
                 &self.topics,
             );
-            self.running.insert(id, metrics);
+            if let Some(metrics) = started {
+                self.running.insert(id, metrics);
+            }
         }
     }
 
@@ -1388,17 +1371,14 @@ impl<W: Runtime> Actor<W> {
 
     /// Stop the running connector instance, if any.
     async fn stop_connector(&mut self) {
-        self.replace_connector(None).await;
+        self.worker.stop_connector(&self.name).await;
+        self.monitor_at = None;
     }
 
-    /// Stop the connector instance that runs (if any) and keep `next` in its place.
-    async fn replace_connector(&mut self, next: Option<W::Connector>) {
-        let grace = self.grace();
-        if let Some(mut old) = self.connector.take() {
-            old.stop(grace).await;
-        }
-        self.connector = next;
-        self.monitor_at = None;
+    /// The connector's instance, as the worker runs it (kept for the next split); `None` until
+    /// started, and when its config does not check out.
+    fn connector(&self) -> Option<Arc<W::Connector>> {
+        self.worker.connector(&self.name)
     }
 
     /// How long a plugin's `stop` may take: the task shutdown grace.
@@ -1466,7 +1446,7 @@ impl<W: Runtime> Actor<W> {
     }
 
     fn view(&self) -> ConnectorView {
-        let facts = self.connector.as_ref().map(|c| c.facts().clone());
+        let facts = self.connector().map(|c| c.facts().clone());
         // What the tasks run from, as it may be shown: resolved values redacted.
         let listed = !self.running.is_empty() || self.runnable();
         let shown = !self.running.is_empty() || self.target != TargetState::Stopped;

@@ -105,8 +105,10 @@ async fn alter(
                 .iter()
                 .map(|c| (c.partition.clone(), c.offset.clone()))
                 .collect();
-            // The store writes (and syncs) its file: off the async threads.
-            crate::kafka::blocking(|| shared.offsets.alter(name, &changes))
+            shared
+                .offsets
+                .alter(name, &changes)
+                .await
                 .map_err(HerderError::Internal)
         }
         World::Sink => {
@@ -145,9 +147,11 @@ async fn alter(
 async fn reset(shared: &Shared, name: &str, view: &ConnectorView) -> Result<(), HerderError> {
     let (kind, _) = kind_and_topics(name, view)?;
     match kind {
-        World::Source => {
-            crate::kafka::blocking(|| shared.offsets.reset(name)).map_err(HerderError::Internal)
-        }
+        World::Source => shared
+            .offsets
+            .reset(name)
+            .await
+            .map_err(HerderError::Internal),
         World::Sink => group_offsets::delete_group(
             &shared.bootstrap,
             shared.config.clients.librdkafka(ClientKind::Admin),

@@ -138,6 +138,8 @@ struct FakeWorker {
     called: Notify,
     /// What each connector's instances notify to ask for a new split.
     reconfigure: Mutex<HashMap<String, Arc<Notify>>>,
+    /// The connector instances it runs, by name.
+    connectors: Mutex<HashMap<String, Arc<FakeConnector>>>,
 }
 
 impl FakeWorker {
@@ -159,6 +161,7 @@ impl FakeWorker {
             unstored_starts: Mutex::new(Vec::new()),
             called: Notify::new(),
             reconfigure: Mutex::new(HashMap::new()),
+            connectors: Mutex::new(HashMap::new()),
         }
     }
 
@@ -201,7 +204,7 @@ impl FakeWorker {
 struct FakeConnector {
     name: String,
     config: ConnectorConfig,
-    created: bool,
+    created: AtomicBool,
     facts: ConnectorFacts,
     worker: Arc<FakeWorker>,
 }
@@ -220,15 +223,15 @@ impl ConnectorOps for FakeConnector {
     }
 
     fn monitors(&self) -> bool {
-        self.created && self.config.get("fake.monitor").is_some()
+        self.is_created() && self.config.get("fake.monitor").is_some()
     }
 
     fn is_created(&self) -> bool {
-        self.created
+        self.created.load(Ordering::SeqCst)
     }
 
-    async fn create(&mut self) -> Result<(), CallError> {
-        if self.created {
+    async fn create(&self) -> Result<(), CallError> {
+        if self.is_created() {
             return Ok(());
         }
         self.worker.record(format!("create {}", self.name));
@@ -249,11 +252,11 @@ impl ConnectorOps for FakeConnector {
                 error: PluginError::Retriable("the database is starting".into()),
             });
         }
-        self.created = true;
+        self.created.store(true, Ordering::SeqCst);
         Ok(())
     }
 
-    async fn task_configs(&mut self) -> Result<Vec<Pairs>, CallError> {
+    async fn task_configs(&self) -> Result<Vec<Pairs>, CallError> {
         self.create().await?;
         self.worker.record(format!("task-configs {}", self.name));
         let calls = {
@@ -291,7 +294,7 @@ impl ConnectorOps for FakeConnector {
             .collect())
     }
 
-    async fn monitor(&mut self) -> Result<MonitorReport, CallError> {
+    async fn monitor(&self) -> Result<MonitorReport, CallError> {
         self.worker.record(format!("monitor {}", self.name));
         match self.config.get("fake.monitor") {
             Some("fatal") => Err(CallError::Plugin {
@@ -305,8 +308,8 @@ impl ConnectorOps for FakeConnector {
         }
     }
 
-    async fn stop(&mut self, _grace: Duration) {
-        self.created = false;
+    async fn stop(&self, _grace: Duration) {
+        self.created.store(false, Ordering::SeqCst);
         self.worker.record(format!("stop-connector {}", self.name));
     }
 }
@@ -333,7 +336,7 @@ impl WorkerOps for Arc<FakeWorker> {
         Ok(FakeConnector {
             name: config.name.clone(),
             config: config.clone(),
-            created: false,
+            created: AtomicBool::new(false),
             facts: ConnectorFacts {
                 world: World::Source,
                 plugin: "fake".into(),
@@ -353,16 +356,41 @@ impl WorkerOps for Arc<FakeWorker> {
         })
     }
 
+    async fn run_connector(&self, name: &str, connector: FakeConnector) {
+        let replaced = self
+            .connectors
+            .lock()
+            .unwrap()
+            .insert(name.to_owned(), Arc::new(connector));
+        if let Some(old) = replaced {
+            old.stop(self.shutdown_grace()).await;
+        }
+    }
+
+    fn connector(&self, name: &str) -> Option<Arc<FakeConnector>> {
+        self.connectors.lock().unwrap().get(name).cloned()
+    }
+
+    async fn stop_connector(&self, name: &str) {
+        let stopped = self.connectors.lock().unwrap().remove(name);
+        if let Some(old) = stopped {
+            old.stop(self.shutdown_grace()).await;
+        }
+    }
+
     fn start_task(
         &self,
         id: ConnectorTaskId,
-        _connector: &FakeConnector,
         config: &Pairs,
         _split_size: usize,
         control: Control,
         _topics: &ActiveTopics,
-    ) -> Arc<TaskMetrics> {
+    ) -> Option<Arc<TaskMetrics>> {
         self.record(format!("start {id}"));
+        assert!(
+            self.connector(&id.connector).is_some(),
+            "{id} was started with no instance of its connector running"
+        );
         let stored = self
             .log
             .read()
@@ -395,7 +423,7 @@ impl WorkerOps for Arc<FakeWorker> {
             },
         );
         assert!(replaced.is_none(), "{id} was started while it ran");
-        metrics
+        Some(metrics)
     }
 
     async fn stop_tasks(&self, ids: Vec<ConnectorTaskId>) {

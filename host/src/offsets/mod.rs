@@ -34,18 +34,24 @@ pub trait OffsetStore: Send + Sync + 'static {
     /// Every (source partition, offset) of `connector`.
     fn offsets_of(&self, connector: &str) -> Vec<(Value, Value)>;
 
-    /// Set (`Some`) or remove (`None`) offsets of `connector`'s source partitions, durably
-    /// (blocking: call it off the async threads). On failure nothing changes.
-    fn alter(&self, connector: &str, changes: &[(Value, Option<Value>)]) -> Result<(), String>;
+    /// Set (`Some`) or remove (`None`) offsets of `connector`'s source partitions and return
+    /// once that is durable. On failure nothing changes.
+    fn alter<'a>(
+        &'a self,
+        connector: &'a str,
+        changes: &'a [(Value, Option<Value>)],
+    ) -> BoxFuture<'a, Result<(), String>>;
 
-    /// Remove every offset of `connector`, durably (blocking).
-    fn reset(&self, connector: &str) -> Result<(), String> {
-        let partitions: Vec<(Value, Option<Value>)> = self
-            .offsets_of(connector)
-            .into_iter()
-            .map(|(p, _)| (p, None))
-            .collect();
-        self.alter(connector, &partitions)
+    /// Remove every offset of `connector` and return once that is durable.
+    fn reset<'a>(&'a self, connector: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let partitions: Vec<(Value, Option<Value>)> = self
+                .offsets_of(connector)
+                .into_iter()
+                .map(|(p, _)| (p, None))
+                .collect();
+            self.alter(connector, &partitions).await
+        })
     }
 }
 

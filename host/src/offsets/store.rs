@@ -238,8 +238,24 @@ impl super::OffsetStore for FileOffsetStore {
         FileOffsetStore::offsets_of(self, connector)
     }
 
-    fn alter(&self, connector: &str, changes: &[(Value, Option<Value>)]) -> Result<(), String> {
-        FileOffsetStore::alter(self, connector, changes)
+    fn alter<'a>(
+        &'a self,
+        connector: &'a str,
+        changes: &'a [(Value, Option<Value>)],
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let store = self
+                .me
+                .upgrade()
+                .ok_or_else(|| "the offset store is closed".to_owned())?;
+            let (connector, changes) = (connector.to_owned(), changes.to_vec());
+            // The file is written and synced: off the async threads.
+            tokio::task::spawn_blocking(move || {
+                FileOffsetStore::alter(&store, &connector, &changes)
+            })
+            .await
+            .map_err(|e| format!("the offset store's writer failed: {e}"))?
+        })
     }
 }
 

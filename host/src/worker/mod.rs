@@ -1,9 +1,13 @@
 //! The worker: runs what the herder decided. It owns the parts every connector shares
 //! (sandbox, registry, Kafka clients, offset store, capacity), prepares a connector from its
 //! config into a [`RunningConnector`] (the plugin's connector instance with the settings parsed
-//! once), and owns every task it runs by [`ConnectorTaskId`], so it can start and stop any
-//! subset of a connector's tasks (what an assignment asks for). Tasks report their state
-//! through the status store.
+//! once), owns every connector instance it runs by connector name and every task by
+//! [`ConnectorTaskId`], so it can start and stop any subset of a connector's tasks (what an
+//! assignment asks for). Tasks report their state through the status store.
+//!
+//! A prepared connector belongs to whoever asked for it (the connector's actor, while the
+//! change it is for is checked and stored) until it is handed to [`WorkerOps::run_connector`];
+//! from then on the worker owns it, and the actor reaches it by name.
 //!
 //! The herder reaches it through [`WorkerOps`] and [`ConnectorOps`], which its unit tests
 //! implement with fakes.
@@ -14,6 +18,7 @@ mod runner;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -93,7 +98,7 @@ pub struct PluginBuild {
 
 /// What the herder needs of a worker.
 pub(crate) trait WorkerOps: Send + Sync + 'static {
-    /// A connector as this worker runs it.
+    /// A connector as this worker prepares and runs it.
     type Connector: ConnectorOps;
 
     /// Check `config` completely (worker keys, the plugin's definitions, grants, limits,
@@ -106,19 +111,35 @@ pub(crate) trait WorkerOps: Send + Sync + 'static {
         reconfigure: Arc<Notify>,
     ) -> impl Future<Output = Result<Self::Connector, Vec<Problem>>> + Send;
 
-    /// Start task `id` of `connector` from `config` (a config of its stored split, which has
-    /// `split_size` tasks), in `control` state, reporting its state through the status store.
-    /// A task of that id already running here is replaced only after it stopped: the caller
-    /// stops it first.
+    /// Run `connector` as connector `name`'s instance from now on: the worker owns it, and
+    /// the connector's tasks start from its plugin. The instance it replaces, if any, is
+    /// stopped (within the shutdown grace).
+    fn run_connector(
+        &self,
+        name: &str,
+        connector: Self::Connector,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// Connector `name`'s instance, if this worker runs one.
+    fn connector(&self, name: &str) -> Option<Arc<Self::Connector>>;
+
+    /// Stop connector `name`'s instance, if this worker runs one (within the shutdown grace),
+    /// and forget it.
+    fn stop_connector(&self, name: &str) -> impl Future<Output = ()> + Send;
+
+    /// Start task `id` from `config` (a config of its connector's stored split, which has
+    /// `split_size` tasks) with the plugin of the connector instance this worker runs, in
+    /// `control` state, reporting its state through the status store. `None` if no instance
+    /// of the connector runs here (a caller's bug, logged). A task of that id already running
+    /// here is replaced only after it stopped: the caller stops it first.
     fn start_task(
         &self,
         id: ConnectorTaskId,
-        connector: &Self::Connector,
         config: &Pairs,
         split_size: usize,
         control: Control,
         topics: &ActiveTopics,
-    ) -> Arc<TaskMetrics>;
+    ) -> Option<Arc<TaskMetrics>>;
 
     /// Stop tasks `ids` at once (each flushes and commits first) and wait for them; each is
     /// abandoned past the shutdown grace.
@@ -157,7 +178,9 @@ pub(crate) trait WorkerOps: Send + Sync + 'static {
     fn outage(&self) -> Option<String>;
 }
 
-/// One prepared connector: the plugin's connector instance and what it was prepared with.
+/// One prepared connector: the plugin's connector instance and what it was prepared with. Its
+/// calls take `&self`: whoever holds it (its actor, or the worker through an `Arc`) calls it
+/// from one place at a time.
 pub(crate) trait ConnectorOps: Send + Sync + 'static {
     /// What the connector is.
     fn facts(&self) -> &ConnectorFacts;
@@ -175,23 +198,25 @@ pub(crate) trait ConnectorOps: Send + Sync + 'static {
     fn is_created(&self) -> bool;
 
     /// `connector-instance.create` with the connector's config, if not done yet.
-    fn create(&mut self) -> impl Future<Output = Result<(), CallError>> + Send;
+    fn create(&self) -> impl Future<Output = Result<(), CallError>> + Send;
 
     /// Create the connector if that is not done yet, then split its work into at most
     /// `tasks.max` task configs, with config provider placeholders put back where a value is
     /// exactly a resolved one (what is stored).
-    fn task_configs(&mut self) -> impl Future<Output = Result<Vec<Pairs>, CallError>> + Send;
+    fn task_configs(&self) -> impl Future<Output = Result<Vec<Pairs>, CallError>> + Send;
 
     /// `connector-instance.monitor`.
-    fn monitor(&mut self) -> impl Future<Output = Result<MonitorReport, CallError>> + Send;
+    fn monitor(&self) -> impl Future<Output = Result<MonitorReport, CallError>> + Send;
 
     /// `connector-instance.stop`, abandoned past `grace`; logs a failure.
-    fn stop(&mut self, grace: Duration) -> impl Future<Output = ()> + Send;
+    fn stop(&self, grace: Duration) -> impl Future<Output = ()> + Send;
 }
 
-/// The worker: the shared parts, and every task running here by id.
+/// The worker: the shared parts, every connector instance running here by name, and every
+/// task by id.
 pub(crate) struct Worker {
     shared: Arc<Shared>,
+    connectors: Mutex<HashMap<String, Arc<RunningConnector>>>,
     tasks: Mutex<HashMap<ConnectorTaskId, TaskHandle>>,
 }
 
@@ -200,6 +225,7 @@ impl Worker {
     pub fn new(shared: Arc<Shared>) -> Self {
         Self {
             shared,
+            connectors: Mutex::new(HashMap::new()),
             tasks: Mutex::new(HashMap::new()),
         }
     }
@@ -211,6 +237,10 @@ impl Worker {
 
     fn tasks(&self) -> std::sync::MutexGuard<'_, HashMap<ConnectorTaskId, TaskHandle>> {
         self.tasks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn connectors(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<RunningConnector>>> {
+        self.connectors.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -227,21 +257,45 @@ impl WorkerOps for Worker {
         Ok(RunningConnector {
             name: config.name.clone(),
             prepared: Arc::new(prepared),
-            instance: std::sync::Mutex::new(Some(instance)),
-            created: false,
+            monitors: instance.monitors(),
+            instance: tokio::sync::Mutex::new(Some(instance)),
+            created: AtomicBool::new(false),
             facts,
         })
+    }
+
+    async fn run_connector(&self, name: &str, connector: RunningConnector) {
+        let replaced = self
+            .connectors()
+            .insert(name.to_owned(), Arc::new(connector));
+        if let Some(old) = replaced {
+            old.stop(self.shutdown_grace()).await;
+        }
+    }
+
+    fn connector(&self, name: &str) -> Option<Arc<RunningConnector>> {
+        self.connectors().get(name).cloned()
+    }
+
+    async fn stop_connector(&self, name: &str) {
+        let stopped = self.connectors().remove(name);
+        if let Some(old) = stopped {
+            old.stop(self.shutdown_grace()).await;
+        }
     }
 
     fn start_task(
         &self,
         id: ConnectorTaskId,
-        connector: &RunningConnector,
         config: &Pairs,
         split_size: usize,
         control: Control,
         topics: &ActiveTopics,
-    ) -> Arc<TaskMetrics> {
+    ) -> Option<Arc<TaskMetrics>> {
+        let Some(connector) = self.connector(&id.connector) else {
+            tracing::error!(connector = %id.connector, task = id.task, "worker bug: task {id} was to start with no instance of its connector running here; not started");
+            return None;
+        };
         let handle = runner::spawn_task(
             &self.shared,
             &id,
@@ -257,7 +311,7 @@ impl WorkerOps for Worker {
             tracing::error!(connector = %id.connector, task = id.task, "worker bug: task {id} was started while it ran; the old one is aborted");
             replaced.join.abort();
         }
-        metrics
+        Some(metrics)
     }
 
     async fn stop_tasks(&self, ids: Vec<ConnectorTaskId>) {
@@ -337,12 +391,12 @@ impl WorkerOps for Worker {
 pub(crate) struct RunningConnector {
     name: String,
     prepared: Arc<Prepared>,
-    /// `None` only while a call is out on the plugin runtime, or after one was lost there.
-    /// Only ever used through `&mut self` (`get_mut`) but in `monitors`: the mutex is there
-    /// because an instance is `Send` but not `Sync`, and the connector's actor holds `&self`
-    /// across awaits.
-    instance: std::sync::Mutex<Option<ConnectorInstance>>,
-    created: bool,
+    /// `None` only while a call is out on the plugin runtime, or after one was lost there. The
+    /// lock is held for the whole call, so calls never overlap.
+    instance: tokio::sync::Mutex<Option<ConnectorInstance>>,
+    /// Whether the instance's contract has `monitor`.
+    monitors: bool,
+    created: AtomicBool,
     facts: ConnectorFacts,
 }
 
@@ -351,13 +405,13 @@ impl RunningConnector {
     /// ended without handing the instance back (it panicked: a worker bug) loses the instance:
     /// later calls fail with `Lost`.
     async fn call<T: Send + 'static>(
-        &mut self,
+        &self,
         function: &'static str,
         call: impl for<'a> FnOnce(&'a mut ConnectorInstance) -> BoxFuture<'a, Result<T, CallError>>
         + Send
         + 'static,
     ) -> Result<T, CallError> {
-        let slot = self.instance.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.instance.lock().await;
         let Some(mut instance) = slot.take() else {
             return Err(CallError::Lost {
                 function,
@@ -372,7 +426,7 @@ impl RunningConnector {
         let mut task = AbortOnDrop(task);
         match (&mut task.0).await {
             Ok((instance, outcome)) => {
-                *self.instance.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(instance);
+                *slot = Some(instance);
                 outcome
             }
             Err(e) => Err(CallError::Lost {
@@ -413,21 +467,15 @@ impl ConnectorOps for RunningConnector {
     }
 
     fn monitors(&self) -> bool {
-        self.created
-            && self
-                .instance
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-                .is_some_and(|i| i.monitors())
+        self.is_created() && self.monitors
     }
 
     fn is_created(&self) -> bool {
-        self.created
+        self.created.load(Ordering::Acquire)
     }
 
-    async fn create(&mut self) -> Result<(), CallError> {
-        if self.created {
+    async fn create(&self) -> Result<(), CallError> {
+        if self.is_created() {
             return Ok(());
         }
         let pairs = self.prepared.pairs.clone();
@@ -435,11 +483,11 @@ impl ConnectorOps for RunningConnector {
             Box::pin(async move { i.create(&pairs).await })
         })
         .await?;
-        self.created = true;
+        self.created.store(true, Ordering::Release);
         Ok(())
     }
 
-    async fn task_configs(&mut self) -> Result<Vec<Pairs>, CallError> {
+    async fn task_configs(&self) -> Result<Vec<Pairs>, CallError> {
         self.create().await?;
         let max = self.prepared.tasks_max;
         let configs = self
@@ -455,13 +503,13 @@ impl ConnectorOps for RunningConnector {
             .collect())
     }
 
-    async fn monitor(&mut self) -> Result<MonitorReport, CallError> {
+    async fn monitor(&self) -> Result<MonitorReport, CallError> {
         self.call("monitor", |i| Box::pin(async move { i.monitor().await }))
             .await
     }
 
-    async fn stop(&mut self, grace: Duration) {
-        self.created = false;
+    async fn stop(&self, grace: Duration) {
+        self.created.store(false, Ordering::Release);
         let stopping = self.call("connector-instance.stop", |i| {
             Box::pin(async move { i.stop().await })
         });
@@ -489,8 +537,9 @@ pub(crate) async fn validate(shared: &Shared, config: &ConnectorConfig) -> Vec<P
                 name: config.name.clone(),
                 facts: prepared.facts(),
                 prepared: Arc::new(prepared),
-                instance: std::sync::Mutex::new(None),
-                created: false,
+                monitors: false,
+                instance: tokio::sync::Mutex::new(None),
+                created: AtomicBool::new(false),
             };
             shared
                 .capacity
