@@ -22,6 +22,7 @@ pub mod cli;
 pub mod config;
 pub mod config_keys;
 pub mod convert;
+pub mod distributed;
 pub mod errors;
 pub mod herder;
 pub mod kafka;

@@ -212,6 +212,13 @@ impl FileOffsetStore {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// This store as an `Arc`, for work that outlives the borrow (a blocking write).
+    fn strong(&self) -> Result<Arc<Self>, String> {
+        self.me
+            .upgrade()
+            .ok_or_else(|| "the offset store is closed".to_owned())
+    }
 }
 
 impl super::OffsetStore for FileOffsetStore {
@@ -222,10 +229,7 @@ impl super::OffsetStore for FileOffsetStore {
         max_partitions: usize,
     ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            let store = self
-                .me
-                .upgrade()
-                .ok_or_else(|| "the offset store is closed".to_owned())?;
+            let store = self.strong()?;
             store.commit_async(connector, offsets, max_partitions).await
         })
     }
@@ -244,10 +248,7 @@ impl super::OffsetStore for FileOffsetStore {
         changes: &'a [(Value, Option<Value>)],
     ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            let store = self
-                .me
-                .upgrade()
-                .ok_or_else(|| "the offset store is closed".to_owned())?;
+            let store = self.strong()?;
             let (connector, changes) = (connector.to_owned(), changes.to_vec());
             // The file is written and synced: off the async threads.
             tokio::task::spawn_blocking(move || {
