@@ -5,6 +5,7 @@ pub mod clients;
 pub mod consumer;
 pub mod delivery;
 pub mod fetch_queues;
+pub mod group;
 pub mod group_offsets;
 pub mod headers;
 pub mod health;
