@@ -464,6 +464,38 @@ async fn every_endpoint_over_http_with_its_error_cases() {
         )
         .await;
     assert_eq!(ok["error_count"], 0, "{ok}");
+    // The plugin's validate runs with the config's grants: a directory it may not list is an
+    // error of `directory` now, not a failed create later.
+    let dir = input.display().to_string();
+    let file_source = |grant: bool| {
+        let mut config = json!({"name": "v", "topic": "t", "directory": dir});
+        if grant {
+            config["sandbox.fs.read"] = json!(dir);
+        }
+        config
+    };
+    let (_, refused) = api
+        .call(
+            Method::PUT,
+            "/connector-plugins/file-source/config/validate",
+            Some(file_source(false)),
+        )
+        .await;
+    assert_eq!(refused["error_count"], 1, "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("is it granted with sandbox.fs.read"),
+        "{refused}"
+    );
+    let (_, ok) = api
+        .call(
+            Method::PUT,
+            "/connector-plugins/file-source/config/validate",
+            Some(file_source(true)),
+        )
+        .await;
+    assert_eq!(ok["error_count"], 0, "{ok}");
 
     // Loggers really change the log level.
     let (_, loggers) = api.call(Method::GET, "/admin/loggers", None).await;

@@ -14,6 +14,14 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "wasm-connect", version, about)]
 pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the `plugins` commands cache compiled plugins. A worker keeps its own cache in its
+/// data directory (`<data.dir>/compiled`), so these are not worker options.
+#[derive(Debug, clap::Args)]
+pub struct CacheArgs {
     /// Where compiled plugins are cached [default: $XDG_CACHE_HOME/wasm-connect or ~/.cache/wasm-connect].
     #[arg(long, global = true, env = "WASM_CONNECT_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -21,17 +29,18 @@ pub struct Cli {
     /// Compile plugins every time instead of using the compile cache.
     #[arg(long, global = true)]
     pub no_cache: bool,
-
-    #[command(subcommand)]
-    pub command: Command,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Look at the plugins in a plugin directory.
-    #[command(subcommand)]
-    Plugins(plugins::PluginsCommand),
+    Plugins {
+        #[command(subcommand)]
+        command: plugins::PluginsCommand,
+        #[command(flatten)]
+        cache: CacheArgs,
+    },
     /// Run a worker with the given connectors in this process (Kafka Connect's standalone mode).
     Standalone(standalone::StandaloneArgs),
     /// Manage the connectors of a running worker over its REST API.
@@ -46,13 +55,15 @@ pub enum Command {
 impl Cli {
     /// Run the command; the exit code says whether it worked.
     pub async fn run(self) -> ExitCode {
-        let cache_dir = if self.no_cache {
-            None
-        } else {
-            self.cache_dir.or_else(default_cache_dir)
-        };
         let result = match self.command {
-            Command::Plugins(command) => plugins::run(command, cache_dir).await,
+            Command::Plugins { command, cache } => {
+                let cache_dir = if cache.no_cache {
+                    None
+                } else {
+                    cache.cache_dir.or_else(default_cache_dir)
+                };
+                plugins::run(command, cache_dir).await
+            }
             Command::Standalone(args) => standalone::run(args).await,
             Command::Connectors { command, remote } => client::connectors(command, remote).await,
         };

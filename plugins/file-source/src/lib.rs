@@ -87,6 +87,16 @@ impl Connector for FileSource {
         if let Err(e) = config.bool_or("tail", true) {
             errors.push(e);
         }
+        // A directory that cannot be listed would fail the first split: say so now (validate
+        // runs with the connector's grants).
+        if let Some(dir) = config.get("directory")
+            && let Err(e) = std::fs::read_dir(dir)
+        {
+            errors.push(ConfigError::new(
+                "directory",
+                format!("cannot list {dir}: {e} (is it granted with sandbox.fs.read?)"),
+            ));
+        }
         errors
     }
 
