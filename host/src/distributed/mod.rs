@@ -6,6 +6,11 @@
 //!   incremental cooperative layouts under a protocol name of our own.
 //! - `assignor`: the leader's incremental cooperative assignment, a pure function with its
 //!   memory across rounds.
+//! - `config_topic`: the config topic's records in Kafka Connect's format.
+//! - `config_log`: the config log on the config topic (`storage::ConfigLog`), read back by
+//!   every worker, written in transactions that fence a deposed writer.
 
 pub mod assignor;
+pub mod config_log;
+pub mod config_topic;
 pub mod protocol;

@@ -83,8 +83,9 @@ impl ConfigRecord {
     }
 }
 
-/// A record as stored, with its offset in the log (offsets start at 1 and grow by one per
-/// record).
+/// A record as stored, with its offset in the log: offsets start at 1 and grow from record to
+/// record (by one in the file log; with gaps on Kafka, where a record may take several Kafka
+/// records).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigEvent {
     pub offset: u64,
@@ -190,8 +191,9 @@ pub trait ConfigLog: Send + Sync + 'static {
     /// what to do.
     fn read(&self) -> Result<ConfigState, String>;
 
-    /// Append `records`, stored together or not at all. Returns their events once durable;
-    /// every subscriber gets them too, after the events of every earlier append.
+    /// Append `records`, stored together or not at all (on Kafka: as one transaction). Returns
+    /// their events once durable; every subscriber gets them too, after the events of every
+    /// earlier append.
     fn append(&self, records: Vec<ConfigRecord>)
     -> BoxFuture<'_, Result<Vec<ConfigEvent>, String>>;
 
@@ -206,15 +208,17 @@ pub fn same_split(a: &[Pairs], b: &[Pairs]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| canonical(x) == canonical(y))
 }
 
+/// Pairs from `(key, value)` literals, for tests.
+#[cfg(test)]
+pub(crate) fn pairs(kv: &[(&str, &str)]) -> Pairs {
+    kv.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn pairs(kv: &[(&str, &str)]) -> Pairs {
-        kv.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     #[test]
     fn state_follows_the_records_in_order() {

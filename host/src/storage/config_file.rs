@@ -180,11 +180,7 @@ impl ConfigLog for FileConfigLog {
 mod tests {
     use super::*;
 
-    fn pairs(kv: &[(&str, &str)]) -> Pairs {
-        kv.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::storage::config::pairs;
 
     #[tokio::test]
     async fn appends_are_stored_delivered_and_read_back() {
