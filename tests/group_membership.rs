@@ -405,3 +405,140 @@ async fn a_group_with_another_protocol_is_refused_with_what_to_do() {
     }
     ours.leave().await;
 }
+
+/// The group connection from Kafka Connect's (Java) client settings, translated as the
+/// worker's rdkafka clients' are.
+fn security(settings: &[(&str, String)]) -> Result<GroupSecurity, String> {
+    let settings: Vec<wasm_connect::kafka::security::Setting> = settings
+        .iter()
+        .map(|(k, v)| wasm_connect::kafka::security::Setting::plain(k, v))
+        .collect();
+    let translated =
+        wasm_connect::kafka::security::translate(&settings).map_err(|p| format!("{p:?}"))?;
+    GroupSecurity::from_librdkafka(&translated.pairs).map_err(|e| e.to_string())
+}
+
+/// One member alone in a fresh group on `bootstrap` with `security`: its first event.
+async fn first_event(bootstrap: &str, security: GroupSecurity) -> Event {
+    struct Alone;
+    impl LeaderDuty for Alone {
+        fn metadata(&self) -> Vec<(String, Bytes)> {
+            vec![(PROTOCOL_NAME.to_owned(), Bytes::from_static(b"m"))]
+        }
+        fn assign(
+            &self,
+            _: i32,
+            _: &str,
+            _: &str,
+            members: &[(String, Bytes)],
+        ) -> Vec<(String, Bytes)> {
+            members
+                .iter()
+                .map(|(m, _)| (m.clone(), Bytes::from_static(b"yours")))
+                .collect()
+        }
+    }
+    let group = format!("wasm-connect-{}", uuid::Uuid::new_v4());
+    let mut config = config(&group, "secured");
+    config.bootstrap = vec![bootstrap.to_owned()];
+    config.security = security;
+    let mut member = GroupMember::start(config, Arc::new(Alone));
+    let event = tokio::time::timeout(Duration::from_secs(30), member.next_event())
+        .await
+        .expect("an event within 30 s")
+        .expect("an event");
+    member.leave(Duration::from_secs(5)).await;
+    event
+}
+
+#[tokio::test]
+async fn members_join_over_every_security_protocol_the_workers_clients_use() {
+    logs();
+    let env = kafka::secured();
+    let ca = env["CA_PEM"].clone();
+    let jaas = |module: &str, password: &str| {
+        format!(
+            "org.apache.kafka.common.security.{module} required username=\"{}\" password=\"{password}\";",
+            env["SASL_USER"]
+        )
+    };
+    let cases: Vec<(&str, &str, Vec<(&str, String)>)> = vec![
+        (
+            "SASL_SSL with SCRAM-SHA-512",
+            "SASL_SSL",
+            vec![
+                ("security.protocol", "SASL_SSL".into()),
+                ("sasl.mechanism", "SCRAM-SHA-512".into()),
+                (
+                    "sasl.jaas.config",
+                    jaas("scram.ScramLoginModule", &env["SASL_PASSWORD"]),
+                ),
+                ("ssl.truststore.type", "PEM".into()),
+                ("ssl.truststore.location", ca.clone()),
+            ],
+        ),
+        (
+            "SASL_PLAINTEXT with SCRAM-SHA-256",
+            "SASL_PLAINTEXT",
+            vec![
+                ("security.protocol", "SASL_PLAINTEXT".into()),
+                ("sasl.mechanism", "SCRAM-SHA-256".into()),
+                (
+                    "sasl.jaas.config",
+                    jaas("scram.ScramLoginModule", &env["SASL_PASSWORD"]),
+                ),
+            ],
+        ),
+        (
+            "SASL_PLAINTEXT with PLAIN",
+            "SASL_PLAINTEXT",
+            vec![
+                ("security.protocol", "SASL_PLAINTEXT".into()),
+                ("sasl.mechanism", "PLAIN".into()),
+                (
+                    "sasl.jaas.config",
+                    jaas("plain.PlainLoginModule", &env["SASL_PASSWORD"]),
+                ),
+            ],
+        ),
+        (
+            "SSL with a client certificate",
+            "SSL",
+            vec![
+                ("security.protocol", "SSL".into()),
+                ("ssl.truststore.type", "PEM".into()),
+                ("ssl.truststore.location", ca.clone()),
+                ("ssl.keystore.type", "PEM".into()),
+                ("ssl.keystore.location", env["CLIENT_KEYSTORE_PEM"].clone()),
+            ],
+        ),
+    ];
+    for (what, listener, settings) in cases {
+        let security = security(&settings).unwrap_or_else(|e| panic!("{what}: {e}"));
+        match first_event(&env[listener], security).await {
+            Event::Joined(joined) => {
+                assert_eq!(&joined.assignment[..], b"yours", "{what}");
+                assert_eq!(joined.leader_id, joined.member_id, "{what}");
+            }
+            other => panic!("{what}: expected to join, got {other:?}"),
+        }
+    }
+    // A wrong password: refused, saying what to check, without the password.
+    let wrong = security(&[
+        ("security.protocol", "SASL_PLAINTEXT".into()),
+        ("sasl.mechanism", "SCRAM-SHA-512".into()),
+        (
+            "sasl.jaas.config",
+            jaas("scram.ScramLoginModule", "not-the-password"),
+        ),
+    ])
+    .unwrap();
+    match first_event(&env["SASL_PLAINTEXT"], wrong).await {
+        Event::Failed(e) => {
+            let message = e.to_string();
+            assert!(message.contains("SASL authentication failed"), "{message}");
+            assert!(!message.contains("not-the-password"), "{message}");
+        }
+        other => panic!("a wrong password must fail the member, got {other:?}"),
+    }
+}
