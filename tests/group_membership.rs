@@ -406,6 +406,9 @@ async fn a_group_with_another_protocol_is_refused_with_what_to_do() {
     ours.leave().await;
 }
 
+/// Java client keys and values.
+type Settings = Vec<(&'static str, String)>;
+
 /// The group connection from Kafka Connect's (Java) client settings, translated as the
 /// worker's rdkafka clients' are.
 fn security(settings: &[(&str, String)]) -> Result<GroupSecurity, String> {
@@ -456,50 +459,46 @@ async fn members_join_over_every_security_protocol_the_workers_clients_use() {
     logs();
     let env = kafka::secured();
     let ca = env["CA_PEM"].clone();
-    let jaas = |module: &str, password: &str| {
-        format!(
-            "org.apache.kafka.common.security.{module} required username=\"{}\" password=\"{password}\";",
-            env["SASL_USER"]
-        )
+    // Java client keys for SASL with `mechanism` and `password` over `protocol`.
+    let sasl = |protocol: &str, mechanism: &str, password: &str| -> Settings {
+        let module = if mechanism == "PLAIN" {
+            "plain.PlainLoginModule"
+        } else {
+            "scram.ScramLoginModule"
+        };
+        let mut settings: Settings = vec![
+            ("security.protocol", protocol.to_owned()),
+            ("sasl.mechanism", mechanism.to_owned()),
+            (
+                "sasl.jaas.config",
+                format!(
+                    "org.apache.kafka.common.security.{module} required username=\"{}\" password=\"{password}\";",
+                    env["SASL_USER"]
+                ),
+            ),
+        ];
+        if protocol == "SASL_SSL" {
+            settings.push(("ssl.truststore.type", "PEM".into()));
+            settings.push(("ssl.truststore.location", ca.clone()));
+        }
+        settings
     };
-    let cases: Vec<(&str, &str, Vec<(&str, String)>)> = vec![
+    let password = env["SASL_PASSWORD"].as_str();
+    let cases: Vec<(&str, &str, Settings)> = vec![
         (
             "SASL_SSL with SCRAM-SHA-512",
             "SASL_SSL",
-            vec![
-                ("security.protocol", "SASL_SSL".into()),
-                ("sasl.mechanism", "SCRAM-SHA-512".into()),
-                (
-                    "sasl.jaas.config",
-                    jaas("scram.ScramLoginModule", &env["SASL_PASSWORD"]),
-                ),
-                ("ssl.truststore.type", "PEM".into()),
-                ("ssl.truststore.location", ca.clone()),
-            ],
+            sasl("SASL_SSL", "SCRAM-SHA-512", password),
         ),
         (
             "SASL_PLAINTEXT with SCRAM-SHA-256",
             "SASL_PLAINTEXT",
-            vec![
-                ("security.protocol", "SASL_PLAINTEXT".into()),
-                ("sasl.mechanism", "SCRAM-SHA-256".into()),
-                (
-                    "sasl.jaas.config",
-                    jaas("scram.ScramLoginModule", &env["SASL_PASSWORD"]),
-                ),
-            ],
+            sasl("SASL_PLAINTEXT", "SCRAM-SHA-256", password),
         ),
         (
             "SASL_PLAINTEXT with PLAIN",
             "SASL_PLAINTEXT",
-            vec![
-                ("security.protocol", "SASL_PLAINTEXT".into()),
-                ("sasl.mechanism", "PLAIN".into()),
-                (
-                    "sasl.jaas.config",
-                    jaas("plain.PlainLoginModule", &env["SASL_PASSWORD"]),
-                ),
-            ],
+            sasl("SASL_PLAINTEXT", "PLAIN", password),
         ),
         (
             "SSL with a client certificate",
@@ -524,15 +523,7 @@ async fn members_join_over_every_security_protocol_the_workers_clients_use() {
         }
     }
     // A wrong password: refused, saying what to check, without the password.
-    let wrong = security(&[
-        ("security.protocol", "SASL_PLAINTEXT".into()),
-        ("sasl.mechanism", "SCRAM-SHA-512".into()),
-        (
-            "sasl.jaas.config",
-            jaas("scram.ScramLoginModule", "not-the-password"),
-        ),
-    ])
-    .unwrap();
+    let wrong = security(&sasl("SASL_PLAINTEXT", "SCRAM-SHA-512", "not-the-password")).unwrap();
     match first_event(&env["SASL_PLAINTEXT"], wrong).await {
         Event::Failed(e) => {
             let message = e.to_string();
