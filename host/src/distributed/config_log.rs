@@ -12,32 +12,26 @@
 //! returns the state as of the end of the topic when it was called (it waits for the reader
 //! to get there).
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
 use super::config_topic::{Reader, encode};
+use super::follower::{Follower, Record};
 use crate::kafka::TracingContext;
 use crate::storage::{ConfigEvent, ConfigLog, ConfigRecord, ConfigState};
 
-/// How long a write or a read to the end may take before it is an error that names the topic.
+/// How long a write may take before it is an error that names the topic.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What the reader thread and the log share.
+/// What the follower's callback and the log share.
 struct Shared {
     topic: String,
     state: Mutex<ConfigState>,
-    /// The next Kafka offset to read (-1 until the reader has an assignment).
-    position: AtomicI64,
     subscribers: Mutex<Vec<mpsc::UnboundedSender<ConfigEvent>>>,
-    stop: AtomicBool,
 }
 
 /// The config topic as a [`ConfigLog`].
@@ -48,9 +42,7 @@ pub struct KafkaConfigLog {
     transactional: bool,
     /// Held for a whole append: one transaction at a time.
     writing: tokio::sync::Mutex<()>,
-    /// For reading the end offset.
-    watermarks: BaseConsumer<TracingContext>,
-    reader: Option<std::thread::JoinHandle<()>>,
+    follower: Follower,
 }
 
 impl KafkaConfigLog {
@@ -84,154 +76,72 @@ impl KafkaConfigLog {
                 format!("cannot become the writer of the config topic {topic}: {e}")
             })?;
         }
-        let consumer_config = |suffix: &str| {
-            let mut config =
-                crate::kafka::base_config(bootstrap, &format!("{client_id}-configs{suffix}"));
-            crate::kafka::apply(&mut config, consumer);
-            // Assigned, never subscribed: no group is joined; the id is librdkafka's need.
-            config
-                .set("group.id", format!("{client_id}-configs"))
-                .set("enable.auto.commit", "false")
-                .set("enable.partition.eof", "false")
-                .set("isolation.level", "read_committed");
-            config
-        };
-        let reading: BaseConsumer<TracingContext> = crate::kafka::clients::create(
-            &consumer_config(""),
-            TracingContext,
-            "config topic reader",
-        )?;
-        let watermarks: BaseConsumer<TracingContext> = crate::kafka::clients::create(
-            &consumer_config("-end"),
-            TracingContext,
-            "config topic reader",
-        )?;
-        let mut assignment = TopicPartitionList::new();
-        assignment
-            .add_partition_offset(topic, 0, Offset::Beginning)
-            .map_err(|e| e.to_string())?;
-        reading
-            .assign(&assignment)
-            .map_err(|e| format!("cannot read the config topic {topic}: {e}"))?;
         let shared = Arc::new(Shared {
             topic: topic.to_owned(),
             state: Mutex::new(ConfigState::default()),
-            position: AtomicI64::new(0),
             subscribers: Mutex::new(Vec::new()),
-            stop: AtomicBool::new(false),
         });
-        let reader = {
+        let mut reader = Reader::default();
+        let follower = {
             let shared = Arc::clone(&shared);
-            std::thread::Builder::new()
-                .name("config-topic".into())
-                .spawn(move || follow(reading, shared))
-                .map_err(|e| e.to_string())?
+            Follower::start(
+                bootstrap,
+                topic,
+                &[0],
+                consumer,
+                &format!("{client_id}-configs"),
+                move |record| apply(&shared, &mut reader, record),
+            )?
         };
         Ok(Self {
             shared,
             producer,
             transactional: transactional_id.is_some(),
             writing: tokio::sync::Mutex::new(()),
-            watermarks,
-            reader: Some(reader),
+            follower,
         })
     }
 
     /// The Kafka offset the reader has read up to (the next one to read): what this worker
     /// reports in its join metadata.
     pub fn position(&self) -> i64 {
-        self.shared.position.load(Ordering::Acquire)
-    }
-
-    /// Wait until the reader has read everything written before this call.
-    pub fn read_to_end(&self) -> Result<(), String> {
-        let topic = &self.shared.topic;
-        let (_, high) = self
-            .watermarks
-            .fetch_watermarks(topic, 0, TIMEOUT)
-            .map_err(|e| format!("cannot read the end of the config topic {topic}: {e}"))?;
-        let deadline = std::time::Instant::now() + TIMEOUT;
-        while self.position() < high {
-            if std::time::Instant::now() > deadline {
-                return Err(format!(
-                    "the config topic {topic} was not read to its end (offset {high}) within {} s; is the broker answering?",
-                    TIMEOUT.as_secs()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Ok(())
+        self.follower.position(0)
     }
 }
 
-impl Drop for KafkaConfigLog {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::Release);
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
+/// One record of the topic, read: into the state and to subscribers, if it completes anything.
+fn apply(shared: &Shared, reader: &mut Reader, record: Record<'_>) {
+    let key = record
+        .key
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .unwrap_or_default();
+    match reader.read(&key, record.value) {
+        Ok(Some(stored)) => {
+            let event = ConfigEvent {
+                offset: u64::try_from(record.offset + 1).unwrap_or(0),
+                record: stored,
+            };
+            shared
+                .state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .apply(&event);
+            shared
+                .subscribers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|s| s.send(event.clone()).is_ok());
         }
-    }
-}
-
-/// The reader thread: every record of the topic, in order, into the state and to subscribers.
-fn follow(consumer: BaseConsumer<TracingContext>, shared: Arc<Shared>) {
-    let mut reader = Reader::default();
-    while !shared.stop.load(Ordering::Acquire) {
-        let Some(message) = consumer.poll(Duration::from_millis(100)) else {
-            // Idle, so everything delivered is applied: the consumer's position is how far
-            // this worker has read. Transaction markers take offsets but are never delivered,
-            // so the end of the topic can be past the last record's offset plus one.
-            if let Some(next) = consumer
-                .position()
-                .ok()
-                .and_then(|p| p.elements().first().map(|e| e.offset()))
-                .and_then(|o| o.to_raw())
-            {
-                shared.position.fetch_max(next, Ordering::AcqRel);
-            }
-            continue;
-        };
-        let message = match message {
-            Ok(message) => message,
-            Err(e) => {
-                tracing::warn!(topic = %shared.topic, "reading the config topic: {e}");
-                continue;
-            }
-        };
-        let offset = message.offset();
-        let key = message
-            .key()
-            .map(|k| String::from_utf8_lossy(k).into_owned())
-            .unwrap_or_default();
-        match reader.read(&key, message.payload()) {
-            Ok(Some(record)) => {
-                let event = ConfigEvent {
-                    offset: u64::try_from(offset + 1).unwrap_or(0),
-                    record,
-                };
-                shared
-                    .state
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .apply(&event);
-                shared
-                    .subscribers
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .retain(|s| s.send(event.clone()).is_ok());
-            }
-            Ok(None) => {}
-            Err(skipped) => {
-                tracing::warn!(topic = %shared.topic, key = %skipped.key, "config topic record at offset {offset} skipped: {}", skipped.why);
-            }
+        Ok(None) => {}
+        Err(skipped) => {
+            tracing::warn!(topic = %shared.topic, key = %skipped.key, "config topic record at offset {} skipped: {}", record.offset, skipped.why);
         }
-        shared.position.fetch_max(offset + 1, Ordering::AcqRel);
     }
 }
 
 impl ConfigLog for KafkaConfigLog {
     fn read(&self) -> Result<ConfigState, String> {
-        crate::kafka::blocking(|| self.read_to_end())?;
+        crate::kafka::blocking(|| self.follower.read_to_end())?;
         Ok(self
             .shared
             .state

@@ -6,6 +6,8 @@
 //!   incremental cooperative layouts under a protocol name of our own.
 //! - `assignor`: the leader's incremental cooperative assignment, a pure function with its
 //!   memory across rounds.
+//! - `follower`: a topic read from its beginning and followed on a thread (Kafka Connect's
+//!   `KafkaBasedLog`).
 //! - `config_topic`: the config topic's records in Kafka Connect's format.
 //! - `config_log`: the config log on the config topic (`storage::ConfigLog`), read back by
 //!   every worker, written in transactions that fence a deposed writer.
@@ -13,4 +15,5 @@
 pub mod assignor;
 pub mod config_log;
 pub mod config_topic;
+pub mod follower;
 pub mod protocol;
