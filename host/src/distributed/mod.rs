@@ -9,6 +9,8 @@
 //! - `follower`: a topic read from its beginning and followed on a thread (Kafka Connect's
 //!   `KafkaBasedLog`).
 //! - `config_topic`: the config topic's records in Kafka Connect's format.
+//! - `offset_topic`: source offsets on the offsets topic (`offsets::OffsetStore`), Connect's
+//!   keys, Java's partitioner.
 //! - `config_log`: the config log on the config topic (`storage::ConfigLog`), read back by
 //!   every worker, written in transactions that fence a deposed writer.
 
@@ -16,4 +18,5 @@ pub mod assignor;
 pub mod config_log;
 pub mod config_topic;
 pub mod follower;
+pub mod offset_topic;
 pub mod protocol;
