@@ -24,8 +24,8 @@ use super::follower::{Follower, Record};
 use crate::kafka::TracingContext;
 use crate::storage::{ConfigEvent, ConfigLog, ConfigRecord, ConfigState};
 
-/// How long a write may take before it is an error that names the topic.
-const TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a transaction's start, commit or abort may take.
+const TIMEOUT: Duration = super::WRITE_TIMEOUT;
 
 /// What the follower's callback and the log share.
 struct Shared {
@@ -60,17 +60,17 @@ impl KafkaConfigLog {
         client_id: &str,
         transactional_id: Option<&str>,
     ) -> Result<Self, String> {
-        let mut config = crate::kafka::base_config(bootstrap, &format!("{client_id}-configs"));
-        crate::kafka::apply(&mut config, producer);
-        config
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("message.timeout.ms", TIMEOUT.as_millis().to_string());
-        if let Some(id) = transactional_id {
-            config.set("transactional.id", id);
-        }
-        let producer: FutureProducer<TracingContext> =
-            crate::kafka::clients::create(&config, TracingContext, "config topic producer")?;
+        let extra: Vec<(&str, &str)> = transactional_id
+            .map(|id| ("transactional.id", id))
+            .into_iter()
+            .collect();
+        let producer = super::state_producer(
+            bootstrap,
+            producer,
+            &format!("{client_id}-configs"),
+            &extra,
+            "config topic producer",
+        )?;
         if transactional_id.is_some() {
             producer.init_transactions(TIMEOUT).map_err(|e| {
                 format!("cannot become the writer of the config topic {topic}: {e}")

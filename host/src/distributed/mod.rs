@@ -20,3 +20,27 @@ pub mod config_topic;
 pub mod follower;
 pub mod offset_topic;
 pub mod protocol;
+
+/// How long a write to a state topic may take before it is an error that names the topic.
+const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The producer of a state topic (config, offsets, status): the worker's `settings`
+/// (librdkafka's terms), idempotent, `acks=all`, a bounded delivery time, then `extra`.
+fn state_producer(
+    bootstrap: &str,
+    settings: &[(String, String)],
+    client_id: &str,
+    extra: &[(&str, &str)],
+    what: &str,
+) -> Result<rdkafka::producer::FutureProducer<crate::kafka::TracingContext>, String> {
+    let mut config = crate::kafka::base_config(bootstrap, client_id);
+    crate::kafka::apply(&mut config, settings);
+    config
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("message.timeout.ms", WRITE_TIMEOUT.as_millis().to_string());
+    for (k, v) in extra {
+        config.set(*k, *v);
+    }
+    crate::kafka::clients::create(&config, crate::kafka::TracingContext, what)
+}

@@ -25,8 +25,8 @@ use crate::kafka::TracingContext;
 use crate::offsets::OffsetStore;
 use crate::offsets::store::key;
 
-/// How long a write may take before it is an error that names the topic.
-const TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a metadata request may take.
+const TIMEOUT: Duration = super::WRITE_TIMEOUT;
 
 /// Offsets by canonical key (`["<connector>",{...}]`, fields sorted).
 type Offsets = BTreeMap<String, Value>;
@@ -50,17 +50,14 @@ impl KafkaOffsetStore {
         consumer: &[(String, String)],
         client_id: &str,
     ) -> Result<Self, String> {
-        let mut config = crate::kafka::base_config(bootstrap, &format!("{client_id}-offsets"));
-        crate::kafka::apply(&mut config, producer);
-        config
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            // Java's partitioner: the same key lands on the same partition as from a Java
-            // worker.
-            .set("partitioner", "murmur2_random")
-            .set("message.timeout.ms", TIMEOUT.as_millis().to_string());
-        let producer: FutureProducer<TracingContext> =
-            crate::kafka::clients::create(&config, TracingContext, "offsets topic producer")?;
+        // Java's partitioner: a key lands on the partition a Java worker puts it on.
+        let producer = super::state_producer(
+            bootstrap,
+            producer,
+            &format!("{client_id}-offsets"),
+            &[("partitioner", "murmur2_random")],
+            "offsets topic producer",
+        )?;
         let partitions = partitions_of(&producer, topic)?;
         let offsets: Arc<Mutex<Offsets>> = Arc::default();
         let follower = {
@@ -202,14 +199,11 @@ impl OffsetStore for KafkaOffsetStore {
         max_partitions: usize,
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            let mut changes = Vec::with_capacity(offsets.len());
-            for (partition, offset) in offsets {
-                let p: Value = serde_json::from_str(partition)
-                    .map_err(|e| format!("source partition {partition:?} is not JSON: {e}"))?;
-                let o: Value = serde_json::from_str(offset)
-                    .map_err(|e| format!("source offset {offset:?} is not JSON: {e}"))?;
-                changes.push((key(connector, &p), Some(o)));
-            }
+            let changes: Vec<(String, Option<Value>)> =
+                crate::offsets::parse_commit(connector, offsets)?
+                    .into_iter()
+                    .map(|(k, v)| (k, Some(v)))
+                    .collect();
             if max_partitions != usize::MAX {
                 let held = self.lock();
                 let stored = held
@@ -220,11 +214,7 @@ impl OffsetStore for KafkaOffsetStore {
                     .iter()
                     .filter(|(k, _)| !held.contains_key(k))
                     .count();
-                if new > 0 && stored + new > max_partitions {
-                    return Err(format!(
-                        "connector {connector} has offsets stored for {stored} source partitions; {new} more would pass the limit of {max_partitions} (sandbox.source.partitions.max); a connector should reuse a bounded set of source partitions"
-                    ));
-                }
+                crate::offsets::check_partition_limit(connector, stored, new, max_partitions)?;
             }
             self.write(changes).await
         })

@@ -55,6 +55,40 @@ pub trait OffsetStore: Send + Sync + 'static {
     }
 }
 
+/// `offsets` (source partition, offset; JSON text) of `connector` parsed: each store's key (the
+/// canonical `["<connector>",{...}]`) and offset. Text that is not JSON is an error naming it.
+pub fn parse_commit(
+    connector: &str,
+    offsets: &[(String, String)],
+) -> Result<Vec<(String, Value)>, String> {
+    offsets
+        .iter()
+        .map(|(partition, offset)| {
+            let p: Value = serde_json::from_str(partition)
+                .map_err(|e| format!("source partition {partition:?} is not JSON: {e}"))?;
+            let o: Value = serde_json::from_str(offset)
+                .map_err(|e| format!("source offset {offset:?} is not JSON: {e}"))?;
+            Ok((store::key(connector, &p), o))
+        })
+        .collect()
+}
+
+/// Whether `new` more source partitions fit beside the `stored` ones of `connector` under
+/// `max_partitions` (`sandbox.source.partitions.max`); the refusal says why.
+pub fn check_partition_limit(
+    connector: &str,
+    stored: usize,
+    new: usize,
+    max_partitions: usize,
+) -> Result<(), String> {
+    if new > 0 && stored.saturating_add(new) > max_partitions {
+        return Err(format!(
+            "connector {connector} has offsets stored for {stored} source partitions; {new} more would pass the limit of {max_partitions} (sandbox.source.partitions.max); a connector should reuse a bounded set of source partitions"
+        ));
+    }
+    Ok(())
+}
+
 /// A reader of `connector`'s offsets in `store`, for its plugin instances.
 pub fn reader(store: &Arc<dyn OffsetStore>, connector: &str) -> Arc<dyn OffsetReader> {
     Arc::new(ConnectorOffsets {

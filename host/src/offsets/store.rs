@@ -113,21 +113,13 @@ impl FileOffsetStore {
         offsets: &[(String, String)],
         max_partitions: usize,
     ) -> Result<u64, String> {
-        let mut parsed = Vec::with_capacity(offsets.len());
-        for (partition, offset) in offsets {
-            let p: Value = serde_json::from_str(partition)
-                .map_err(|e| format!("source partition {partition:?} is not JSON: {e}"))?;
-            let o: Value = serde_json::from_str(offset)
-                .map_err(|e| format!("source offset {offset:?} is not JSON: {e}"))?;
-            parsed.push((key(connector, &p), o));
-        }
+        let parsed = super::parse_commit(connector, offsets)?;
         let mut state = self.lock();
-        let new: std::collections::BTreeSet<&String> = parsed
+        let new = parsed
             .iter()
-            .map(|(k, _)| k)
-            .filter(|k| !state.offsets.contains_key(*k))
-            .collect();
-        if !new.is_empty() && max_partitions != usize::MAX {
+            .filter(|(k, _)| !state.offsets.contains_key(k))
+            .count();
+        if new > 0 && max_partitions != usize::MAX {
             // Every key of a connector starts with `["<connector>",`.
             let prefix = json!([connector]).to_string();
             let prefix = format!("{},", &prefix[..prefix.len() - 1]);
@@ -136,12 +128,7 @@ impl FileOffsetStore {
                 .range(prefix.clone()..)
                 .take_while(|(k, _)| k.starts_with(&prefix))
                 .count();
-            if stored + new.len() > max_partitions {
-                return Err(format!(
-                    "connector {connector} has offsets stored for {stored} source partitions; {} more would pass the limit of {max_partitions} (sandbox.source.partitions.max); a connector should reuse a bounded set of source partitions",
-                    new.len()
-                ));
-            }
+            super::check_partition_limit(connector, stored, new, max_partitions)?;
         }
         state.offsets.extend(parsed);
         state.version += 1;
