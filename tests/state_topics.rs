@@ -7,6 +7,9 @@
 //!
 //! The offsets topic: what one worker commits, another reads (a task that moved resumes from
 //! it), keyed and partitioned as a Java worker keys and partitions it.
+//!
+//! The status topic: what each worker writes about what it runs, every worker reads, with the
+//! writer's worker id; a stale worker's write of an older generation does not win.
 
 use std::time::Duration;
 
@@ -15,8 +18,11 @@ use rdkafka::message::Message;
 use serde_json::json;
 use wasm_connect::distributed::config_log::KafkaConfigLog;
 use wasm_connect::distributed::offset_topic::KafkaOffsetStore;
+use wasm_connect::distributed::status_topic::KafkaStatusStore;
 use wasm_connect::offsets::OffsetStore;
-use wasm_connect::storage::{ConfigLog, ConfigRecord, TargetState};
+use wasm_connect::storage::{
+    ConfigLog, ConfigRecord, ConnectorTaskId, StatusStore, StoredStatus, TargetState,
+};
 use wasm_connect_tests::kafka;
 
 fn pairs(kv: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -51,6 +57,9 @@ fn raw_partition(topic: &str, partition: i32) -> Vec<(String, Option<String>)> {
         .fetch_watermarks(topic, partition, Duration::from_secs(10))
         .unwrap();
     let mut out = Vec::new();
+    if high == 0 {
+        return out;
+    }
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     // Transaction markers take offsets but are not delivered: read until the position is the
     // end, not until `high` messages came.
@@ -284,4 +293,79 @@ async fn offsets_committed_on_one_worker_are_read_on_another_keyed_as_java_keys_
             .await
             .is_err()
     );
+}
+
+/// Wait until `done` holds, polling (statuses are written without waiting).
+async fn until(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..200 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what} did not happen within 10 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statuses_written_by_each_worker_are_read_by_every_worker() {
+    let topic = kafka::unique_topic("status");
+    kafka::create_topic_with(&topic, 3, &[("cleanup.policy", "compact")]).await;
+    let open = || KafkaStatusStore::open(&kafka::bootstrap(), &topic, &[], &[], "test").unwrap();
+    let a = open();
+    let b = open();
+    a.set_generation(4);
+    b.set_generation(4);
+    let status = |state: &'static str, worker: &str| StoredStatus {
+        state,
+        trace: (state == "FAILED").then(|| "boom".to_owned()),
+        worker_id: worker.to_owned(),
+    };
+    a.put_connector("my-conn", status("RUNNING", "a:8083"));
+    let task = ConnectorTaskId::new("my-conn", 1);
+    b.put_task(&task, status("FAILED", "b:8083"));
+    // Each reads the other's.
+    until("b reads a's connector status", || {
+        b.connector("my-conn") == Some(status("RUNNING", "a:8083"))
+    })
+    .await;
+    until("a reads b's task status", || {
+        a.task(&task) == Some(status("FAILED", "b:8083"))
+    })
+    .await;
+    // A new reader (a restarted worker) finds both.
+    let c = open();
+    assert_eq!(c.connector("my-conn"), Some(status("RUNNING", "a:8083")));
+    assert_eq!(c.task(&task), Some(status("FAILED", "b:8083")));
+    // Connect's keys and values.
+    let mut records = Vec::new();
+    for partition in 0..3 {
+        records.extend(raw_partition(&topic, partition));
+    }
+    let connector = records
+        .iter()
+        .find(|(k, _)| k == "status-connector-my-conn")
+        .and_then(|(_, v)| v.clone())
+        .expect("status-connector-my-conn written");
+    let value: serde_json::Value = serde_json::from_str(&connector).unwrap();
+    assert_eq!(
+        value,
+        json!({"state": "RUNNING", "trace": null, "worker_id": "a:8083", "generation": 4})
+    );
+    assert!(records.iter().any(|(k, _)| k == "status-task-my-conn-1"));
+    // After a rebalance (generation 5) b runs the connector; a, still at 4, is stale and
+    // cannot overwrite what b wrote.
+    b.set_generation(5);
+    b.put_connector("my-conn", status("RUNNING", "b:8083"));
+    until("a reads b's newer status", || {
+        a.connector("my-conn") == Some(status("RUNNING", "b:8083"))
+    })
+    .await;
+    a.put_connector("my-conn", status("PAUSED", "a:8083"));
+    assert_eq!(a.connector("my-conn"), Some(status("RUNNING", "b:8083")));
+    // A deleted connector's statuses go, everywhere.
+    b.remove_connector("my-conn");
+    until("a forgets the deleted connector", || {
+        a.connector("my-conn").is_none() && a.task(&task).is_none()
+    })
+    .await;
 }

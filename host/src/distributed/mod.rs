@@ -11,6 +11,8 @@
 //! - `config_topic`: the config topic's records in Kafka Connect's format.
 //! - `offset_topic`: source offsets on the offsets topic (`offsets::OffsetStore`), Connect's
 //!   keys, Java's partitioner.
+//! - `status_topic`: connector and task statuses on the status topic (`storage::StatusStore`),
+//!   Connect's format, generations settling stale writes.
 //! - `config_log`: the config log on the config topic (`storage::ConfigLog`), read back by
 //!   every worker, written in transactions that fence a deposed writer.
 
@@ -20,6 +22,7 @@ pub mod config_topic;
 pub mod follower;
 pub mod offset_topic;
 pub mod protocol;
+pub mod status_topic;
 
 /// How long a write to a state topic may take before it is an error that names the topic.
 const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -43,4 +46,30 @@ fn state_producer(
         config.set(*k, *v);
     }
     crate::kafka::clients::create(&config, crate::kafka::TracingContext, what)
+}
+
+/// The partitions of `topic`, from the cluster's metadata.
+fn partitions_of(
+    producer: &rdkafka::producer::FutureProducer<crate::kafka::TracingContext>,
+    topic: &str,
+) -> Result<Vec<i32>, String> {
+    use rdkafka::producer::Producer;
+    let metadata = crate::kafka::blocking(|| {
+        producer
+            .client()
+            .fetch_metadata(Some(topic), WRITE_TIMEOUT)
+            .map_err(|e| format!("cannot read the metadata of topic {topic}: {e}"))
+    })?;
+    let partitions: Vec<i32> = metadata
+        .topics()
+        .iter()
+        .filter(|t| t.name() == topic && t.error().is_none())
+        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+        .collect();
+    if partitions.is_empty() {
+        return Err(format!(
+            "topic {topic} does not exist (or has no partitions)"
+        ));
+    }
+    Ok(partitions)
 }

@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -24,9 +23,6 @@ use super::follower::{Follower, Record};
 use crate::kafka::TracingContext;
 use crate::offsets::OffsetStore;
 use crate::offsets::store::key;
-
-/// How long a metadata request may take.
-const TIMEOUT: Duration = super::WRITE_TIMEOUT;
 
 /// Offsets by canonical key (`["<connector>",{...}]`, fields sorted).
 type Offsets = BTreeMap<String, Value>;
@@ -58,7 +54,7 @@ impl KafkaOffsetStore {
             &[("partitioner", "murmur2_random")],
             "offsets topic producer",
         )?;
-        let partitions = partitions_of(&producer, topic)?;
+        let partitions = super::partitions_of(&producer, topic)?;
         let offsets: Arc<Mutex<Offsets>> = Arc::default();
         let follower = {
             let offsets = Arc::clone(&offsets);
@@ -130,32 +126,6 @@ impl KafkaOffsetStore {
         }
         Ok(())
     }
-}
-
-/// The partitions of `topic`, from the cluster's metadata.
-fn partitions_of(
-    producer: &FutureProducer<TracingContext>,
-    topic: &str,
-) -> Result<Vec<i32>, String> {
-    use rdkafka::producer::Producer;
-    let metadata = crate::kafka::blocking(|| {
-        producer
-            .client()
-            .fetch_metadata(Some(topic), TIMEOUT)
-            .map_err(|e| format!("cannot read the metadata of topic {topic}: {e}"))
-    })?;
-    let partitions: Vec<i32> = metadata
-        .topics()
-        .iter()
-        .filter(|t| t.name() == topic && t.error().is_none())
-        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-        .collect();
-    if partitions.is_empty() {
-        return Err(format!(
-            "topic {topic} does not exist (or has no partitions)"
-        ));
-    }
-    Ok(partitions)
 }
 
 /// One record of the topic into the offsets.
