@@ -26,9 +26,11 @@ pub struct StandaloneArgs {
 pub(super) async fn run(args: StandaloneArgs) -> anyhow::Result<ExitCode> {
     // The REST API reads its own keys (listeners, TLS, credentials) from the worker file, and
     // its problems are reported with the rest of the file's.
-    let (worker, rest) =
-        WorkerConfig::from_file_with(&args.worker_config, rest::RestConfig::from_pairs)
-            .map_err(anyhow::Error::msg)?;
+    let (worker, rest) = WorkerConfig::from_file_with(&args.worker_config, |pairs| {
+        warn_distributed_keys(pairs);
+        rest::RestConfig::from_pairs(pairs)
+    })
+    .map_err(anyhow::Error::msg)?;
     // Read every connector file before starting anything, so a typo fails fast.
     let connectors = args
         .connector_configs
@@ -125,4 +127,21 @@ async fn wait_for_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+/// Distributed mode's keys (a Kafka Connect distributed worker file given to `standalone`) do
+/// nothing here: say so rather than ignore them silently.
+fn warn_distributed_keys(pairs: &[(String, String)]) {
+    use crate::config::keys::{Scope, key};
+    let given: Vec<&str> = pairs
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| key(k).is_some_and(|k| k.scope == Scope::Distributed))
+        .collect();
+    if !given.is_empty() {
+        tracing::warn!(
+            "{} configure distributed mode; standalone ignores them (connectors and offsets stay in data.dir)",
+            given.join(", ")
+        );
+    }
 }

@@ -90,6 +90,8 @@ pub enum Scope {
     Connector,
     /// The worker config sets the default, a connector config may override it.
     Both,
+    /// The worker config of distributed mode only (`standalone` says it ignores them).
+    Distributed,
 }
 
 /// One key the worker interprets.
@@ -112,7 +114,8 @@ impl Key {
     /// worker is the operator's alone (a plugin default for `sandbox.fs.write` would grant the
     /// plugin a directory), except the topics, which plugins describe for their users.
     pub fn reserved(&self) -> bool {
-        self.scope != Scope::Worker && !matches!(self.name, "topic" | "topics" | "topics.regex")
+        !matches!(self.scope, Scope::Worker | Scope::Distributed)
+            && !matches!(self.name, "topic" | "topics" | "topics.regex")
     }
 }
 
@@ -169,6 +172,118 @@ pub fn number(name: &str) -> u64 {
 
 /// Every key the worker interprets.
 pub const KEYS: &[Key] = &[
+    Key {
+        name: "group.id",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "The Kafka group the workers of one distributed cluster join (required).",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "config.storage.topic",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "The topic the cluster's connector configs, task configs and target states are kept in (required; one partition, compacted).",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "offset.storage.topic",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "The topic source connectors' offsets are kept in (required; compacted).",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "status.storage.topic",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "The topic connector and task statuses are kept in (required; compacted).",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "config.storage.replication.factor",
+        kind: Kind::Integer,
+        default: KeyDefault::Value("3"),
+        doc: "Replication factor of the config topic when the worker creates it (-1: the broker's default).",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "offset.storage.replication.factor",
+        kind: Kind::Integer,
+        default: KeyDefault::Value("3"),
+        doc: "Replication factor of the offsets topic when the worker creates it (-1: the broker's default).",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "status.storage.replication.factor",
+        kind: Kind::Integer,
+        default: KeyDefault::Value("3"),
+        doc: "Replication factor of the status topic when the worker creates it (-1: the broker's default).",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "offset.storage.partitions",
+        kind: Kind::Integer,
+        default: KeyDefault::Value("25"),
+        doc: "Partitions of the offsets topic when the worker creates it (-1: the broker's default).",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "status.storage.partitions",
+        kind: Kind::Integer,
+        default: KeyDefault::Value("5"),
+        doc: "Partitions of the status topic when the worker creates it (-1: the broker's default).",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "session.timeout.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("10000"),
+        doc: "A worker not heard from for this long leaves the group; a worker that cannot reach the coordinator this long stops its work.",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "heartbeat.interval.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("3000"),
+        doc: "How often a worker heartbeats to the group coordinator; below session.timeout.ms.",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "rebalance.timeout.ms",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::Value("60000"),
+        doc: "How long the coordinator waits for every worker to rejoin in a rebalance.",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "scheduled.rebalance.max.delay.ms",
+        kind: Kind::Count,
+        default: KeyDefault::Value("300000"),
+        doc: "How long the work of a departed worker waits for it to come back before it moves.",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "rest.advertised.host.name",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "The host name other workers reach this worker's REST API at (default: the listener's host, or this machine's name).",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "rest.advertised.port",
+        kind: Kind::PositiveInteger,
+        default: KeyDefault::None,
+        doc: "The port other workers reach this worker's REST API at (default: the listener's).",
+        scope: Scope::Distributed,
+    },
+    Key {
+        name: "rest.advertised.listener",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "Which listener (`http` or `https`) other workers use (default: the first).",
+        scope: Scope::Distributed,
+    },
     Key {
         name: "name",
         kind: Kind::Text,

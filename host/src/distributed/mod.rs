@@ -2,6 +2,7 @@
 //! state through Kafka topics, and split connectors and tasks among themselves (Kafka Connect's
 //! `distributed` package). Built in steps; what is here so far:
 //!
+//! - `settings`: a distributed worker's keys (Kafka Connect's `DistributedConfig`).
 //! - `protocol`: the members' join metadata and the leader's assignments, in Kafka Connect's
 //!   incremental cooperative layouts under a protocol name of our own.
 //! - `assignor`: the leader's incremental cooperative assignment, a pure function with its
@@ -22,6 +23,7 @@ pub mod config_topic;
 pub mod follower;
 pub mod offset_topic;
 pub mod protocol;
+pub mod settings;
 pub mod status_topic;
 
 /// How long a write to a state topic may take before it is an error that names the topic.
