@@ -228,7 +228,7 @@ fn properties(value: &Value) -> Result<Pairs, String> {
 mod tests {
     use super::*;
 
-    use crate::storage::config::pairs;
+    use crate::config::file::pairs_of as pairs;
 
     fn read_all(reader: &mut Reader, records: &[KafkaRecord]) -> Vec<ConfigRecord> {
         records

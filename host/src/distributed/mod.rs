@@ -75,3 +75,47 @@ fn partitions_of(
     }
     Ok(partitions)
 }
+
+/// A keyed state topic's producer, the state its follower reads into, and the follower.
+type Keyed<S> = (
+    rdkafka::producer::FutureProducer<crate::kafka::TracingContext>,
+    std::sync::Arc<std::sync::Mutex<S>>,
+    follower::Follower,
+);
+
+/// What a keyed state topic (offsets, status) opens with: a producer partitioning as Java does
+/// (`murmur2_random`: a key lands where a Java worker puts it), and a follower of every
+/// partition that reads records into `state` through `read`, read to the end before returning.
+fn open_keyed<S: Default + Send + 'static>(
+    bootstrap: &str,
+    topic: &str,
+    producer: &[(String, String)],
+    consumer: &[(String, String)],
+    client_id: &str,
+    what: &str,
+    read: fn(&str, &std::sync::Mutex<S>, follower::Record<'_>),
+) -> Result<Keyed<S>, String> {
+    let producer = state_producer(
+        bootstrap,
+        producer,
+        client_id,
+        &[("partitioner", "murmur2_random")],
+        &format!("{what} producer"),
+    )?;
+    let partitions = partitions_of(&producer, topic)?;
+    let state: std::sync::Arc<std::sync::Mutex<S>> = std::sync::Arc::default();
+    let follower = {
+        let state = std::sync::Arc::clone(&state);
+        let topic_name = topic.to_owned();
+        follower::Follower::start(
+            bootstrap,
+            topic,
+            &partitions,
+            consumer,
+            client_id,
+            move |record| read(&topic_name, &state, record),
+        )?
+    };
+    crate::kafka::blocking(|| follower.read_to_end())?;
+    Ok((producer, state, follower))
+}

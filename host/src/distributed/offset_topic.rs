@@ -46,29 +46,15 @@ impl KafkaOffsetStore {
         consumer: &[(String, String)],
         client_id: &str,
     ) -> Result<Self, String> {
-        // Java's partitioner: a key lands on the partition a Java worker puts it on.
-        let producer = super::state_producer(
+        let (producer, offsets, follower) = super::open_keyed(
             bootstrap,
+            topic,
             producer,
+            consumer,
             &format!("{client_id}-offsets"),
-            &[("partitioner", "murmur2_random")],
-            "offsets topic producer",
+            "offsets topic",
+            read,
         )?;
-        let partitions = super::partitions_of(&producer, topic)?;
-        let offsets: Arc<Mutex<Offsets>> = Arc::default();
-        let follower = {
-            let offsets = Arc::clone(&offsets);
-            let topic_name = topic.to_owned();
-            Follower::start(
-                bootstrap,
-                topic,
-                &partitions,
-                consumer,
-                &format!("{client_id}-offsets"),
-                move |record| read(&topic_name, &offsets, record),
-            )?
-        };
-        crate::kafka::blocking(|| follower.read_to_end())?;
         Ok(Self {
             topic: topic.to_owned(),
             producer,

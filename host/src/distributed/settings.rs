@@ -215,11 +215,7 @@ impl DistributedSettings {
 mod tests {
     use super::*;
 
-    fn pairs(kv: &[(&str, &str)]) -> Vec<(String, String)> {
-        kv.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::config::file::pairs_of as pairs;
 
     const REQUIRED: &[(&str, &str)] = &[
         ("group.id", "connect-cluster"),

@@ -62,28 +62,15 @@ impl KafkaStatusStore {
         consumer: &[(String, String)],
         client_id: &str,
     ) -> Result<Self, String> {
-        let producer = super::state_producer(
+        let (producer, statuses, follower) = super::open_keyed(
             bootstrap,
+            topic,
             producer,
+            consumer,
             &format!("{client_id}-statuses"),
-            &[("partitioner", "murmur2_random")],
-            "status topic producer",
+            "status topic",
+            read,
         )?;
-        let partitions = super::partitions_of(&producer, topic)?;
-        let statuses: Arc<Mutex<Statuses>> = Arc::default();
-        let follower = {
-            let statuses = Arc::clone(&statuses);
-            let topic_name = topic.to_owned();
-            Follower::start(
-                bootstrap,
-                topic,
-                &partitions,
-                consumer,
-                &format!("{client_id}-statuses"),
-                move |record| read(&topic_name, &statuses, record),
-            )?
-        };
-        crate::kafka::blocking(|| follower.read_to_end())?;
         Ok(Self {
             topic: topic.to_owned(),
             producer,

@@ -208,17 +208,10 @@ pub fn same_split(a: &[Pairs], b: &[Pairs]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| canonical(x) == canonical(y))
 }
 
-/// Pairs from `(key, value)` literals, for tests.
-#[cfg(test)]
-pub(crate) fn pairs(kv: &[(&str, &str)]) -> Pairs {
-    kv.iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::file::pairs_of as pairs;
 
     #[test]
     fn state_follows_the_records_in_order() {

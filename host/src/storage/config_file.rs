@@ -180,7 +180,7 @@ impl ConfigLog for FileConfigLog {
 mod tests {
     use super::*;
 
-    use crate::storage::config::pairs;
+    use crate::config::file::pairs_of as pairs;
 
     #[tokio::test]
     async fn appends_are_stored_delivered_and_read_back() {

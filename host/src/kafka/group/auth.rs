@@ -425,11 +425,7 @@ impl<'a> Scram<'a> {
 mod tests {
     use super::*;
 
-    fn pairs(kv: &[(&str, &str)]) -> Vec<(String, String)> {
-        kv.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::config::file::pairs_of as pairs;
 
     /// RFC 7677's SCRAM-SHA-256 example, with its nonce.
     #[test]
