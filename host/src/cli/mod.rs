@@ -1,6 +1,7 @@
 //! The `wasm-connect` command line.
 
 mod client;
+mod distributed;
 mod plugins;
 mod standalone;
 mod table;
@@ -43,6 +44,9 @@ pub enum Command {
     },
     /// Run a worker with the given connectors in this process (Kafka Connect's standalone mode).
     Standalone(standalone::StandaloneArgs),
+    /// Run a worker of a distributed cluster: workers with the same group.id share the
+    /// connectors, created over any worker's REST API (Kafka Connect's distributed mode).
+    Distributed(distributed::DistributedArgs),
     /// Manage the connectors of a running worker over its REST API.
     Connectors {
         #[command(subcommand)]
@@ -65,6 +69,7 @@ impl Cli {
                 plugins::run(command, cache_dir).await
             }
             Command::Standalone(args) => standalone::run(args).await,
+            Command::Distributed(args) => distributed::run(args).await,
             Command::Connectors { command, remote } => client::connectors(command, remote).await,
         };
         match result {

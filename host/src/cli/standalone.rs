@@ -91,14 +91,7 @@ pub(super) async fn run(args: StandaloneArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = progress {
         p.abort();
     }
-    for server in &servers {
-        server.task.abort();
-    }
-    let mut failed = 0;
-    for (name, done, failed_tasks) in herder.shutdown().await {
-        failed += failed_tasks;
-        println!("{name}: {done} records in this run");
-    }
+    let failed = stop_all(&herder, &servers).await;
     println!("stopped.");
     Ok(if failed > 0 {
         ExitCode::FAILURE
@@ -107,7 +100,21 @@ pub(super) async fn run(args: StandaloneArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-async fn wait_for_signal() {
+/// Stop serving REST and stop every task (flushing offsets), printing each connector's record
+/// count; returns how many tasks had failed.
+pub(super) async fn stop_all(herder: &Herder, servers: &[rest::Serving]) -> usize {
+    for server in servers {
+        server.task.abort();
+    }
+    let mut failed = 0;
+    for (name, done, failed_tasks) in herder.shutdown().await {
+        failed += failed_tasks;
+        println!("{name}: {done} records in this run");
+    }
+    failed
+}
+
+pub(super) async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -32,14 +32,24 @@ struct Shared {
     topic: String,
     state: Mutex<ConfigState>,
     subscribers: Mutex<Vec<mpsc::UnboundedSender<ConfigEvent>>>,
+    /// The last session key read (Kafka Connect's `session-key` record): what requests
+    /// between workers are signed with.
+    session_key: Mutex<Option<Vec<u8>>>,
 }
+
+/// The config topic's key of the session key record (Kafka Connect's).
+const SESSION_KEY: &str = "session-key";
 
 /// The config topic as a [`ConfigLog`].
 pub struct KafkaConfigLog {
     shared: Arc<Shared>,
-    producer: FutureProducer<TracingContext>,
-    /// Whether this log may write: the leader's, whose every append is a transaction.
-    transactional: bool,
+    /// The transactional producer while this worker is the writer (the group's leader), whose
+    /// every append is a transaction; `None` otherwise (appends are refused).
+    writer: std::sync::Mutex<Option<FutureProducer<TracingContext>>>,
+    /// What a writer's producer is made from: bootstrap, settings, client id.
+    bootstrap: String,
+    producer_settings: Vec<(String, String)>,
+    client_id: String,
     /// Held for a whole append: one transaction at a time.
     writing: tokio::sync::Mutex<()>,
     follower: Follower,
@@ -60,26 +70,11 @@ impl KafkaConfigLog {
         client_id: &str,
         transactional_id: Option<&str>,
     ) -> Result<Self, String> {
-        let extra: Vec<(&str, &str)> = transactional_id
-            .map(|id| ("transactional.id", id))
-            .into_iter()
-            .collect();
-        let producer = super::state_producer(
-            bootstrap,
-            producer,
-            &format!("{client_id}-configs"),
-            &extra,
-            "config topic producer",
-        )?;
-        if transactional_id.is_some() {
-            producer.init_transactions(TIMEOUT).map_err(|e| {
-                format!("cannot become the writer of the config topic {topic}: {e}")
-            })?;
-        }
         let shared = Arc::new(Shared {
             topic: topic.to_owned(),
             state: Mutex::new(ConfigState::default()),
             subscribers: Mutex::new(Vec::new()),
+            session_key: Mutex::new(None),
         });
         let mut reader = Reader::default();
         let follower = {
@@ -93,13 +88,113 @@ impl KafkaConfigLog {
                 move |record| apply(&shared, &mut reader, record),
             )?
         };
-        Ok(Self {
+        let log = Self {
             shared,
-            producer,
-            transactional: transactional_id.is_some(),
+            writer: std::sync::Mutex::new(None),
+            bootstrap: bootstrap.to_owned(),
+            producer_settings: producer.to_vec(),
+            client_id: client_id.to_owned(),
             writing: tokio::sync::Mutex::new(()),
             follower,
+        };
+        if let Some(id) = transactional_id {
+            log.become_writer(id)?;
+        }
+        Ok(log)
+    }
+
+    /// Become the topic's writer with transactional id `id` (blocking until the broker has
+    /// fenced any earlier writer with that id, whose later writes then fail). Replaces this
+    /// log's own earlier producer, if any.
+    pub fn become_writer(&self, id: &str) -> Result<(), String> {
+        let topic = &self.shared.topic;
+        let producer = super::state_producer(
+            &self.bootstrap,
+            &self.producer_settings,
+            &format!("{}-configs", self.client_id),
+            &[("transactional.id", id)],
+            "config topic producer",
+        )?;
+        producer
+            .init_transactions(TIMEOUT)
+            .map_err(|e| format!("cannot become the writer of the config topic {topic}: {e}"))?;
+        *self.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(producer);
+        Ok(())
+    }
+
+    /// Stop being the writer (leadership moved): appends are refused from now on.
+    pub fn stop_writing(&self) {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+
+    /// Whether this log is the topic's writer.
+    pub fn is_writer(&self) -> bool {
+        self.producer().is_some()
+    }
+
+    /// The writer's producer, while this log is the writer.
+    fn producer(&self) -> Option<FutureProducer<TracingContext>> {
+        self.writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The session key read last, if any.
+    pub fn session_key(&self) -> Option<Vec<u8>> {
+        self.shared
+            .session_key
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Store `key` as the group's session key (Kafka Connect's `session-key` record: base64
+    /// key, algorithm, creation time), in a transaction; only the writer can.
+    pub async fn write_session_key(&self, key: &[u8]) -> Result<(), String> {
+        use base64::Engine;
+        let topic = self.shared.topic.clone();
+        let failed = |e: String| format!("cannot write the session key to {topic}: {e}");
+        let _writing = self.writing.lock().await;
+        let Some(producer) = self.producer() else {
+            return Err(failed("this worker is not the writer".into()));
+        };
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let value = serde_json::json!({
+            "key": base64::engine::general_purpose::STANDARD.encode(key),
+            "algorithm": "HmacSHA256",
+            "creation-timestamp": created,
         })
+        .to_string();
+        let to = topic.clone();
+        tokio::task::spawn_blocking(move || {
+            producer.begin_transaction()?;
+            let sent = producer.send_result(
+                FutureRecord::to(&to)
+                    .partition(0)
+                    .key(SESSION_KEY)
+                    .payload(value.as_bytes()),
+            );
+            if let Err((e, _)) = sent {
+                let _ = producer.abort_transaction(TIMEOUT);
+                return Err(e);
+            }
+            producer.commit_transaction(TIMEOUT)
+        })
+        .await
+        .map_err(|e| failed(e.to_string()))?
+        .map_err(|e| failed(e.to_string()))
+    }
+
+    /// The state as read so far, without waiting for the end of the topic.
+    pub fn snapshot(&self) -> ConfigState {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The Kafka offset the reader has read up to (the next one to read): what this worker
@@ -115,6 +210,21 @@ fn apply(shared: &Shared, reader: &mut Reader, record: Record<'_>) {
         .key
         .map(|k| String::from_utf8_lossy(k).into_owned())
         .unwrap_or_default();
+    if key == SESSION_KEY {
+        use base64::Engine;
+        let read = record
+            .value
+            .and_then(|v| serde_json::from_slice::<serde_json::Value>(v).ok())
+            .and_then(|v| v.get("key").and_then(|k| k.as_str()).map(str::to_owned))
+            .and_then(|k| base64::engine::general_purpose::STANDARD.decode(k).ok());
+        match read {
+            Some(k) => *shared.session_key.lock().unwrap_or_else(|e| e.into_inner()) = Some(k),
+            None => {
+                tracing::warn!(topic = %shared.topic, "the session key record at offset {} is not readable; skipped", record.offset)
+            }
+        }
+        return;
+    }
     match reader.read(&key, record.value) {
         Ok(Some(stored)) => {
             let event = ConfigEvent {
@@ -157,17 +267,17 @@ impl ConfigLog for KafkaConfigLog {
         Box::pin(async move {
             let topic = self.shared.topic.clone();
             let failed = |e: String| format!("cannot write to the config topic {topic}: {e}");
-            if !self.transactional {
-                // Only the group's leader writes, in transactions (all or nothing, fenced).
-                return Err(failed(
-                    "this worker opened it to read only (worker bug: writes go through the leader)"
-                        .into(),
-                ));
-            }
             // One transaction at a time on the producer; appends are rare.
             let _writing = self.writing.lock().await;
-            let producer = self.producer.clone();
-            tokio::task::spawn_blocking(move || producer.begin_transaction())
+            let Some(producer) = self.producer() else {
+                // Only the group's leader writes, in transactions (all or nothing, fenced).
+                return Err(failed(
+                    "this worker is not the group's leader, which alone writes it; try again"
+                        .into(),
+                ));
+            };
+            let begin = producer.clone();
+            tokio::task::spawn_blocking(move || begin.begin_transaction())
                 .await
                 .map_err(|e| failed(e.to_string()))?
                 .map_err(|e| failed(e.to_string()))?;
@@ -182,7 +292,7 @@ impl ConfigLog for KafkaConfigLog {
                     if let Some(value) = value {
                         produced = produced.payload(value.as_slice());
                     }
-                    match self.producer.send_result(produced) {
+                    match producer.send_result(produced) {
                         Ok(delivery) => deliveries.push(delivery),
                         Err((e, _)) => {
                             outcome = Err(failed(e.to_string()));
@@ -199,7 +309,7 @@ impl ConfigLog for KafkaConfigLog {
                 sent.push((deliveries, completing));
             }
             if outcome.is_ok() {
-                let producer = self.producer.clone();
+                let producer = producer.clone();
                 outcome = tokio::task::spawn_blocking(move || producer.commit_transaction(TIMEOUT))
                     .await
                     .map_err(|e| failed(e.to_string()))
@@ -226,13 +336,16 @@ impl ConfigLog for KafkaConfigLog {
                 }
             }
             if let Err(e) = outcome {
-                let producer = self.producer.clone();
                 let _ =
                     tokio::task::spawn_blocking(move || producer.abort_transaction(TIMEOUT)).await;
                 return Err(e);
             }
             Ok(events)
         })
+    }
+
+    fn current(&self) -> Result<ConfigState, String> {
+        Ok(self.snapshot())
     }
 
     fn subscribe(&self) -> mpsc::UnboundedReceiver<ConfigEvent> {

@@ -59,6 +59,39 @@ pub(crate) enum Origin {
     },
 }
 
+/// What of a connector this worker runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Share {
+    /// All of it: the connector instance and every task (standalone).
+    All,
+    /// What the group's assignment gives this worker (distributed mode): the connector
+    /// instance (created, split, monitored here) if `connector`, and the tasks listed. A
+    /// worker that runs tasks of a connector but not its instance keeps an instance that is
+    /// never created (the plugin loaded and its config checked, for the tasks to start from).
+    Assigned {
+        connector: bool,
+        tasks: std::collections::BTreeSet<u32>,
+    },
+}
+
+impl Share {
+    /// Whether the connector instance runs here.
+    pub fn connector(&self) -> bool {
+        match self {
+            Share::All => true,
+            Share::Assigned { connector, .. } => *connector,
+        }
+    }
+
+    /// Whether task `id` runs here.
+    pub fn task(&self, id: u32) -> bool {
+        match self {
+            Share::All => true,
+            Share::Assigned { tasks, .. } => tasks.contains(&id),
+        }
+    }
+}
+
 /// What a connector's actor is asked to do.
 pub(crate) enum Command {
     /// Prepare the connector and start its tasks per `target`. Replies whether it was created
@@ -102,6 +135,12 @@ pub(crate) enum Command {
     },
     /// A record about this connector is stored (read back from the config log).
     Stored(ConfigEvent),
+    /// Run `share` of the connector from now on (a rebalance): what is no longer this
+    /// worker's stops first, then what is new starts. Answered once done.
+    Assign {
+        share: Share,
+        reply: oneshot::Sender<()>,
+    },
     /// Stop the tasks, keep the connector stored: the worker is stopping. Replies records
     /// done and failed tasks.
     Shutdown {
@@ -129,6 +168,9 @@ impl Command {
             Command::Shutdown { reply } => {
                 let _ = reply.send((0, 0));
             }
+            Command::Assign { reply, .. } => {
+                let _ = reply.send(());
+            }
             Command::PluginsChanged | Command::Stored(_) => {}
         }
     }
@@ -139,14 +181,27 @@ pub(crate) struct ActorHandle {
     pub commands: mpsc::UnboundedSender<Command>,
 }
 
-/// Start the actor of connector `config.name`; it does nothing until its first command.
+/// Where an actor starts from: its connector's config, what of it runs here, and the offset
+/// of the last config event already reflected in what it is given (later ones are applied).
+pub(crate) struct Seed {
+    pub config: ConnectorConfig,
+    pub share: Share,
+    pub applied: u64,
+}
+
+/// Start the actor of connector `seed.config.name`; it does nothing until its first command.
 pub(crate) fn spawn<W: Runtime>(
     worker: Arc<W>,
     log: Arc<dyn ConfigLog>,
-    config: ConnectorConfig,
+    seed: Seed,
     snapshot: Arc<Snapshot>,
     control: mpsc::UnboundedSender<Message>,
 ) -> ActorHandle {
+    let Seed {
+        config,
+        share,
+        applied,
+    } = seed;
     let (commands, queue) = mpsc::unbounded_channel();
     let actor = Actor {
         name: config.name.clone(),
@@ -164,7 +219,8 @@ pub(crate) fn spawn<W: Runtime>(
         retry_at: None,
         resplit_allowed: tokio::time::Instant::now(),
         monitor_at: None,
-        applied: 0,
+        applied,
+        share,
         started: false,
         pending: VecDeque::new(),
         snapshot,
@@ -299,6 +355,8 @@ struct Actor<W: Runtime> {
     monitor_at: Option<tokio::time::Instant>,
     /// The offset of the last config event applied.
     applied: u64,
+    /// What of the connector runs on this worker.
+    share: Share,
     /// Whether the connector was started (or failed to): until then its status is UNASSIGNED.
     started: bool,
     /// Appended changes waiting for their records to come back, in log order.
@@ -335,7 +393,7 @@ impl<W: Runtime> Actor<W> {
                         self.stop_connector().await;
                         return;
                     };
-                    let now = idle || matches!(command, Command::Stored(_) | Command::Shutdown { .. });
+                    let now = idle || matches!(command, Command::Stored(_) | Command::Shutdown { .. } | Command::Assign { .. });
                     if !now {
                         deferred.push_back(command);
                     } else if self.handle(command).await == Flow::Exit {
@@ -480,6 +538,10 @@ impl<W: Runtime> Actor<W> {
                 }
             }
             Command::Stored(event) => return self.stored(event).await,
+            Command::Assign { share, reply } => {
+                self.assign(share).await;
+                let _ = reply.send(());
+            }
             Command::Shutdown { reply } => {
                 // Read once the tasks have stopped: their final counts and states.
                 let metrics: Vec<_> = self.running.values().cloned().collect();
@@ -554,8 +616,17 @@ impl<W: Runtime> Actor<W> {
         self.foreign(event.record).await
     }
 
-    /// Apply a change of this actor's whose records are stored.
+    /// Apply a change of this actor's whose records are stored; then, if the connector
+    /// instance is not this worker's to run, stop it (it stays for the tasks to start from).
     async fn apply(&mut self, change: Staged<W::Connector>) -> Flow {
+        let flow = self.apply_change(change).await;
+        if flow == Flow::Continue && !self.share.connector() {
+            self.demote().await;
+        }
+        flow
+    }
+
+    async fn apply_change(&mut self, change: Staged<W::Connector>) -> Flow {
         match change {
             Staged::Start {
                 connector,
@@ -575,13 +646,7 @@ impl<W: Runtime> Actor<W> {
                 reply,
             } => {
                 self.stop_tasks().await;
-                self.config = config;
-                self.failure = None;
-                self.retrying = None;
-                self.retry_at = None;
-                self.split_failures.clear();
-                // The old split belongs to the old config (the log dropped it too).
-                self.split = None;
+                self.take_config(config);
                 self.adopt(connector, split).await;
                 self.start_tasks();
                 self.publish();
@@ -657,6 +722,19 @@ impl<W: Runtime> Actor<W> {
                     self.publish();
                 }
             },
+            ConfigRecord::Tasks { configs, .. } if self.share != Share::All => {
+                // Distributed: a split stored by whichever worker made it. The same split
+                // again (the instance's owner checking a split another worker stored)
+                // restarts nothing.
+                self.retrying = None;
+                self.retry_at = None;
+                if self.split.as_ref().is_some_and(|s| same_split(s, &configs)) {
+                    self.start_tasks();
+                    self.publish();
+                } else {
+                    self.apply(Staged::Split { split: configs }).await;
+                }
+            }
             ConfigRecord::Tasks { configs, .. } => {
                 self.apply(Staged::Split { split: configs }).await;
             }
@@ -672,6 +750,27 @@ impl<W: Runtime> Actor<W> {
             }
         }
         Flow::Continue
+    }
+
+    /// Prepare the connector from its config: its instance (not created), or what is wrong
+    /// with the config, in one message.
+    async fn prepare_own(&self) -> Result<W::Connector, String> {
+        self.worker
+            .prepare(&self.config, Arc::clone(&self.reconfigure))
+            .await
+            .map_err(|p| problems_message(&self.name, &p))
+    }
+
+    /// Take `config` as the connector's, with a clean slate: no failure, no retries, and no
+    /// split (the old one belongs to the old config; the log dropped it too). The caller has
+    /// stopped the tasks.
+    fn take_config(&mut self, config: ConnectorConfig) {
+        self.config = config;
+        self.failure = None;
+        self.retrying = None;
+        self.retry_at = None;
+        self.split_failures.clear();
+        self.split = None;
     }
 
     /// Keep `connector` as the running one (stopping the one before) with `split`, or
@@ -722,14 +821,9 @@ impl<W: Runtime> Actor<W> {
             // Shown at once, UNASSIGNED until it runs: a stored connector exists meanwhile.
             self.publish();
         }
-        let connector = match self
-            .worker
-            .prepare(&self.config, Arc::clone(&self.reconfigure))
-            .await
-        {
+        let connector = match self.prepare_own().await {
             Ok(connector) => connector,
-            Err(problems) => {
-                let message = problems_message(&self.name, &problems);
+            Err(message) => {
                 if created {
                     return self.abandon(HerderError::BadRequest(message), reply).await;
                 }
@@ -757,11 +851,23 @@ impl<W: Runtime> Actor<W> {
             Origin::Stored { split: None, .. } | Origin::Created => None,
         };
         let reused = stored_split.is_some();
+        let owner = self.share.connector();
         let split = match stored_split {
+            // Only the worker that runs the connector instance creates it.
+            Some(split) if !owner => Ok(split),
             Some(split) => {
                 // Kept while a retriable `create` failure waits to be retried.
                 self.split = Some(split.clone());
                 connector.create().await.map(|()| split)
+            }
+            None if !owner && !created => {
+                // Its split is made where the connector instance runs, and comes through the
+                // config log; meanwhile the instance is kept (not created) for its tasks.
+                self.started = true;
+                self.worker.run_connector(&self.name, connector).await;
+                self.publish();
+                let _ = reply.send(Ok((true, info_of(&self.name, &self.view()))));
+                return Flow::Continue;
             }
             None => connector.task_configs().await,
         };
@@ -920,7 +1026,40 @@ impl<W: Runtime> Actor<W> {
     }
 
     /// A new config another writer stored: prepared, split (the split stored), then run.
+    /// Distributed: the writer stored its split with the config (or could not); the instance's
+    /// owner checks the split once the writer's has had time to arrive, and stores its own if
+    /// none came or it differs.
     async fn reconfigure_stored(&mut self, config: ConnectorConfig) {
+        if self.share != Share::All {
+            self.stop_tasks().await;
+            self.take_config(config);
+            self.monitor_at = None;
+            match self.prepare_own().await {
+                Ok(connector) => {
+                    let created = if self.share.connector() {
+                        Some(connector.create().await)
+                    } else {
+                        None
+                    };
+                    self.worker.run_connector(&self.name, connector).await;
+                    match created {
+                        Some(Ok(())) => {
+                            self.retry_at =
+                                Some(tokio::time::Instant::now() + RESPLIT_MIN_INTERVAL);
+                        }
+                        Some(Err(e)) if e.is_retriable() => self.split_failed(e.to_string()),
+                        Some(Err(e)) => self.fail(e.to_string()),
+                        None => {}
+                    }
+                }
+                Err(message) => {
+                    self.worker.stop_connector(&self.name).await;
+                    self.fail(message);
+                }
+            }
+            self.publish();
+            return;
+        }
         match self.prepare_split(&config).await {
             Ok((connector, split)) => {
                 if let Ok(split) = &split {
@@ -1110,6 +1249,9 @@ impl<W: Runtime> Actor<W> {
         if include_tasks && runnable {
             let count = self.split.as_ref().map_or(0, Vec::len);
             for id in 0..count as u32 {
+                if !self.share.task(id) {
+                    continue;
+                }
                 let failed = self
                     .running
                     .get(&id)
@@ -1142,6 +1284,13 @@ impl<W: Runtime> Actor<W> {
     }
 
     async fn restart_task(&mut self, id: u32) -> Result<(), HerderError> {
+        let in_split = self.split.as_ref().is_some_and(|s| (id as usize) < s.len());
+        if in_split && !self.share.task(id) {
+            return Err(HerderError::Conflict(format!(
+                "Task {}-{id} runs on another worker; send the restart to the worker that GET /connectors/{}/status names for it",
+                self.name, self.name
+            )));
+        }
         if !self.running.contains_key(&id) {
             return Err(HerderError::NotFound(format!(
                 "Task {}-{id} not found",
@@ -1181,7 +1330,8 @@ impl<W: Runtime> Actor<W> {
     /// a retriable failure's backoff is over). A changed split is stored, then its tasks
     /// restart (each flushes and commits its offsets first); an unchanged one changes nothing.
     async fn resplit(&mut self) {
-        if self.target == TargetState::Stopped || self.failure.is_some() {
+        if self.target == TargetState::Stopped || self.failure.is_some() || !self.share.connector()
+        {
             return;
         }
         let Some(connector) = self.connector() else {
@@ -1338,7 +1488,7 @@ impl<W: Runtime> Actor<W> {
         let control = self.control_for_target();
         for (id, config) in split.iter().enumerate() {
             let id = id as u32;
-            if self.running.contains_key(&id) {
+            if self.running.contains_key(&id) || !self.share.task(id) {
                 continue;
             }
             let started = self.worker.start_task(
@@ -1467,16 +1617,86 @@ impl<W: Runtime> Actor<W> {
         }
     }
 
+    /// Publish the view for reads and, where the connector instance runs here, its state.
     fn publish(&self) {
-        let state = self.state();
-        self.worker.status().put_connector(
-            &self.name,
-            StoredStatus {
-                state: state.name(),
-                trace: state.trace().map(str::to_owned),
-                worker_id: self.worker.worker_id().to_owned(),
-            },
-        );
+        if self.share.connector() {
+            let state = self.state();
+            self.worker.status().put_connector(
+                &self.name,
+                StoredStatus {
+                    state: state.name(),
+                    trace: state.trace().map(str::to_owned),
+                    worker_id: self.worker.worker_id().to_owned(),
+                },
+            );
+        }
         self.snapshot.publish(&self.name, self.view());
+    }
+
+    /// Run `share` of the connector from now on: tasks no longer this worker's stop first;
+    /// then the connector instance is stopped or started as the share says, and the tasks
+    /// that are new to this worker start.
+    async fn assign(&mut self, share: Share) {
+        let had_connector = self.share.connector();
+        self.share = share;
+        let gone: Vec<ConnectorTaskId> = self
+            .running
+            .keys()
+            .filter(|id| !self.share.task(**id))
+            .map(|id| ConnectorTaskId::new(&self.name, *id))
+            .collect();
+        if !gone.is_empty() {
+            for id in &gone {
+                self.running.remove(&id.task);
+            }
+            self.worker.stop_tasks(gone).await;
+        }
+        match (had_connector, self.share.connector()) {
+            (true, false) => self.demote().await,
+            (false, true) => self.promote().await,
+            _ => {}
+        }
+        self.start_tasks();
+        self.publish();
+    }
+
+    /// The connector instance is this worker's to run now: a fresh instance, created; split
+    /// (and the split stored) if no split is stored.
+    async fn promote(&mut self) {
+        if self.failure.is_some() {
+            // FAILED stays FAILED here until restarted or given a new config.
+            return;
+        }
+        let connector = match self.prepare_own().await {
+            Ok(connector) => connector,
+            Err(message) => {
+                self.stop_tasks().await;
+                self.fail(message);
+                return;
+            }
+        };
+        let created = connector.create().await;
+        self.worker.run_connector(&self.name, connector).await;
+        self.started = true;
+        match created {
+            Ok(()) if self.split.is_none() => self.retry_at = Some(tokio::time::Instant::now()),
+            Ok(()) => {}
+            Err(e) if e.is_retriable() => self.split_failed(e.to_string()),
+            Err(e) => {
+                self.stop_tasks().await;
+                self.fail(e.to_string());
+            }
+        }
+    }
+
+    /// The connector instance is not this worker's to run: stop it (plugin `stop`), keeping
+    /// it, never created, for this worker's tasks to start from.
+    async fn demote(&mut self) {
+        self.monitor_at = None;
+        if let Some(connector) = self.connector()
+            && connector.is_created()
+        {
+            connector.stop(self.grace()).await;
+        }
     }
 }

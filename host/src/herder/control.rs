@@ -10,12 +10,13 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::actor::{self, ActorHandle, Command, Origin, Reply};
+use super::actor::{self, ActorHandle, Command, Origin, Reply, Seed, Share};
 use super::status::ConnectorInfo;
 use super::view::Snapshot;
 use super::{HerderError, Runtime};
 use crate::config::ConnectorConfig;
-use crate::storage::{ConfigEvent, ConfigLog, TargetState};
+use crate::distributed::protocol::Work;
+use crate::storage::{ConfigEvent, ConfigLog, ConfigRecord, ConfigState, TargetState};
 use crate::worker::problems_message;
 
 /// What the control loop is told: requests (from the herder's API) and events (from actors).
@@ -55,6 +56,15 @@ pub(crate) enum Message {
     /// An actor's event: a delete of its connector was not stored, so the connector stays and
     /// takes commands again.
     DeleteRefused { name: String },
+    /// Distributed mode: run `work` on this worker from now on (everything it runs, after a
+    /// rebalance), once the loop has seen every config event up to `offset` (the assignment's
+    /// config is then the loop's). Answered once every connector's actor has stopped what it
+    /// no longer runs and started what is new.
+    Assign {
+        work: Work,
+        offset: u64,
+        reply: oneshot::Sender<()>,
+    },
     /// An actor's event: its connector is gone (deleted, or never created). The loop forgets
     /// it, then calls `then`, so whoever asked hears back only once the name is free.
     Gone {
@@ -81,17 +91,27 @@ pub(crate) struct ControlLoop<W: Runtime> {
     messages: mpsc::UnboundedSender<Message>,
     /// Set to true once the stored connectors are back (taken by the first `Load`).
     started: Option<watch::Sender<bool>>,
+    /// Distributed mode: what this worker runs (its assignment); `None` in standalone mode,
+    /// where it runs everything.
+    work: Option<Work>,
+    /// The offset of the last config event the loop has seen.
+    seen: u64,
+    /// An assignment waiting for the loop to see the config it was made at.
+    waiting: Option<(Work, u64, Vec<oneshot::Sender<()>>)>,
     /// The plugin directory's watcher, and the task that turns its changes into messages.
     watcher: Vec<JoinHandle<()>>,
 }
 
 impl<W: Runtime> ControlLoop<W> {
     /// Start the loop; its sender is how the herder reaches it. It follows `log` from now on.
+    /// `distributed`: the worker runs only what its assignment gives it (nothing until the
+    /// first), and follows connectors other workers store.
     pub fn spawn(
         worker: Arc<W>,
         snapshot: Arc<Snapshot>,
         log: Arc<dyn ConfigLog>,
         started: watch::Sender<bool>,
+        distributed: bool,
     ) -> mpsc::UnboundedSender<Message> {
         let (messages, inbox) = mpsc::unbounded_channel();
         let mut events = log.subscribe();
@@ -111,6 +131,9 @@ impl<W: Runtime> ControlLoop<W> {
             messages: messages.clone(),
             started: Some(started),
             watcher: Vec::new(),
+            work: distributed.then(Work::default),
+            seen: 0,
+            waiting: None,
         };
         tokio::spawn(control.run(inbox));
         messages
@@ -194,6 +217,19 @@ impl<W: Runtime> ControlLoop<W> {
                     let _ = reply.send(summary);
                     return;
                 }
+                Message::Assign {
+                    work,
+                    offset,
+                    reply,
+                } => {
+                    let mut replies = vec![reply];
+                    if let Some((_, _, earlier)) = self.waiting.take() {
+                        // Superseded before it took effect: answered with this one.
+                        replies.extend(earlier);
+                    }
+                    self.waiting = Some((work, offset, replies));
+                    self.assign_if_seen();
+                }
                 Message::Stored(_) | Message::Gone { .. } | Message::DeleteRefused { .. } => {
                     self.event(message)
                 }
@@ -205,13 +241,30 @@ impl<W: Runtime> ControlLoop<W> {
     fn event(&mut self, message: Message) {
         match message {
             Message::Stored(event) => {
-                if let Some(slot) = self.slots.get(event.record.connector()) {
-                    let _ = slot.actor.commands.send(Command::Stored(event));
+                self.seen = self.seen.max(event.offset);
+                let name = event.record.connector().to_owned();
+                match self.slots.get(&name) {
+                    Some(slot) => {
+                        let _ = slot.actor.commands.send(Command::Stored(event));
+                    }
+                    // Distributed: a connector another worker stored.
+                    None if self.work.is_some()
+                        && matches!(event.record, ConfigRecord::Connector { .. }) =>
+                    {
+                        self.follow(&name);
+                    }
+                    None => {}
                 }
+                self.assign_if_seen();
             }
             Message::Gone { name, then } => {
                 self.slots.remove(&name);
                 then();
+                if self.work.is_some() {
+                    // Its actor may have gone (a create refused here) while another worker's
+                    // record of the same name was on its way to it.
+                    self.follow(&name);
+                }
             }
             Message::DeleteRefused { name } => {
                 if let Some(slot) = self.slots.get_mut(&name) {
@@ -232,6 +285,102 @@ impl<W: Runtime> ControlLoop<W> {
         self.worker.capacity().release(name);
     }
 
+    /// What of connector `name` runs here.
+    fn share_of(&self, name: &str) -> Share {
+        match &self.work {
+            None => Share::All,
+            Some(work) => Share::Assigned {
+                connector: work.connectors.contains(name),
+                tasks: work
+                    .tasks
+                    .iter()
+                    .filter(|t| t.connector == name)
+                    .map(|t| t.task)
+                    .collect(),
+            },
+        }
+    }
+
+    /// Distributed: give connector `name` an actor if the log has it and it has none, started
+    /// from the log's state as this worker has read it (later events are applied on top).
+    fn follow(&mut self, name: &str) {
+        if self.slots.contains_key(name) {
+            return;
+        }
+        let state = match self.log.current() {
+            Ok(state) => state,
+            Err(e) => {
+                tracing::error!(connector = %name, "cannot read the config log to follow connector {name}: {e}");
+                return;
+            }
+        };
+        self.restore(name, &state, None);
+    }
+
+    /// Start an actor for connector `name` as `state` has it (nothing if it has none); its
+    /// answer to `reply`, once started.
+    fn restore(
+        &mut self,
+        name: &str,
+        state: &ConfigState,
+        reply: Option<Reply<(bool, ConnectorInfo)>>,
+    ) {
+        let Some(connector) = state.connectors.get(name) else {
+            return;
+        };
+        match ConnectorConfig::from_pairs(connector.config.clone()) {
+            Ok(config) => {
+                let origin = Origin::Stored {
+                    split: connector.tasks.clone(),
+                    build: connector.tasks_build.clone(),
+                };
+                let reply = reply.unwrap_or_else(|| oneshot::channel().0);
+                self.spawn_actor_at(config, connector.target, origin, reply, state.offset);
+            }
+            Err(problems) => {
+                // Kept in the log until a new config for it replaces it.
+                tracing::error!(connector = %name, "stored config is invalid: {}; it is kept until a new config for {name} replaces it", problems_message(name, &problems));
+            }
+        }
+    }
+
+    /// Apply the waiting assignment if the loop has seen the config it was made at: each
+    /// actor whose share changes is told; answered once all are done.
+    fn assign_if_seen(&mut self) {
+        let Some((_, offset, _)) = &self.waiting else {
+            return;
+        };
+        if self.seen < *offset {
+            return;
+        }
+        let Some((work, _, replies)) = self.waiting.take() else {
+            return;
+        };
+        self.work = Some(work);
+        let mut done = Vec::new();
+        for (name, slot) in &self.slots {
+            if slot.deleting {
+                continue;
+            }
+            let (reply, assigned) = oneshot::channel();
+            let share = self.share_of(name);
+            if slot
+                .actor
+                .commands
+                .send(Command::Assign { share, reply })
+                .is_ok()
+            {
+                done.push(assigned);
+            }
+        }
+        tokio::spawn(async move {
+            futures::future::join_all(done).await;
+            for reply in replies {
+                let _ = reply.send(());
+            }
+        });
+    }
+
     /// Start connector `config.name`'s actor and ask it to start the connector.
     fn spawn_actor(
         &mut self,
@@ -240,11 +389,29 @@ impl<W: Runtime> ControlLoop<W> {
         origin: Origin,
         reply: Reply<(bool, ConnectorInfo)>,
     ) {
+        self.spawn_actor_at(config, target, origin, reply, 0);
+    }
+
+    /// [`Self::spawn_actor`] for a connector as the log has it at `applied`: later events
+    /// about it are applied.
+    fn spawn_actor_at(
+        &mut self,
+        config: ConnectorConfig,
+        target: TargetState,
+        origin: Origin,
+        reply: Reply<(bool, ConnectorInfo)>,
+        applied: u64,
+    ) {
         let name = config.name.clone();
+        let seed = Seed {
+            share: self.share_of(&name),
+            config,
+            applied,
+        };
         let handle = actor::spawn(
             Arc::clone(&self.worker),
             Arc::clone(&self.log),
-            config,
+            seed,
             Arc::clone(&self.snapshot),
             self.messages.clone(),
         );
@@ -288,23 +455,16 @@ impl<W: Runtime> ControlLoop<W> {
                 return;
             }
         };
+        self.seen = self.seen.max(stored.offset);
         let mut restoring = Vec::new();
-        for (name, connector) in &stored.connectors {
-            match ConnectorConfig::from_pairs(connector.config.clone()) {
-                Ok(config) => {
-                    let (reply, restored) = oneshot::channel();
-                    let origin = Origin::Stored {
-                        split: connector.tasks.clone(),
-                        build: connector.tasks_build.clone(),
-                    };
-                    self.spawn_actor(config, connector.target, origin, reply);
-                    restoring.push(restored);
-                }
-                Err(problems) => {
-                    // Kept in the log until a new config for it replaces it.
-                    tracing::error!(connector = %name, "stored config is invalid: {}; it is kept in the file until a new config for {name} replaces it", problems_message(name, &problems));
-                }
+        for name in stored.connectors.keys() {
+            if self.slots.contains_key(name) {
+                // Already followed (distributed: another worker stored it meanwhile).
+                continue;
             }
+            let (reply, restored) = oneshot::channel();
+            self.restore(name, &stored, Some(reply));
+            restoring.push(restored);
         }
         let _ = loaded.send(Ok(()));
         let started = self.started.take();
@@ -392,6 +552,9 @@ fn refuse_stopping(message: Message) {
             let _ = reply.send(Vec::new());
         }
         Message::Gone { then, .. } => then(),
+        Message::Assign { reply, .. } => {
+            let _ = reply.send(());
+        }
         Message::Stored(_) | Message::DeleteRefused { .. } => {}
         // Unanswered: a stopping worker is not healthy.
         Message::PluginsChanged | Message::Ping { .. } => {}

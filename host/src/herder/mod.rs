@@ -112,13 +112,46 @@ pub struct Herder {
     last_ping: tokio::sync::Mutex<Option<(std::time::Instant, bool)>>,
     /// The Kafka cluster's id, once it answered (`GET /`).
     pub(crate) cluster_id: std::sync::OnceLock<String>,
+    /// Distributed mode: the worker's cluster (membership, the config topic's writer).
+    cluster: Option<Arc<crate::distributed::cluster::Cluster>>,
 }
+
+/// Where a worker keeps its state: its data directory (standalone), or the cluster's topics.
+enum Stores {
+    Standalone,
+    Distributed(Box<crate::distributed::settings::DistributedSettings>),
+}
+
+/// A worker's stores: offsets, config log, statuses, and (distributed) its cluster.
+type Opened = (
+    Arc<dyn OffsetStore>,
+    Arc<dyn ConfigLog>,
+    Arc<dyn crate::storage::StatusStore>,
+    Option<Arc<crate::distributed::cluster::Cluster>>,
+);
 
 impl Herder {
     /// Start the worker's shared parts: data directory, sandbox with the compile cache, the
     /// plugin registry (scanned, then watched), the embedded broker if no cluster is named, and
     /// the Kafka clients. Connectors persisted by an earlier run are started again.
     pub async fn start(config: WorkerConfig) -> Result<Arc<Self>, String> {
+        Self::start_with(config, Stores::Standalone).await
+    }
+
+    /// Start a distributed worker: as [`Herder::start`], but configs, offsets and statuses
+    /// live on the cluster's topics (created if missing), and the worker runs only what the
+    /// group gives it once [`crate::distributed::cluster::Cluster::run`] has it join.
+    pub async fn start_distributed(
+        config: WorkerConfig,
+        settings: crate::distributed::settings::DistributedSettings,
+    ) -> Result<Arc<Self>, String> {
+        Self::start_with(config, Stores::Distributed(Box::new(settings))).await
+    }
+
+    async fn start_with(config: WorkerConfig, stores: Stores) -> Result<Arc<Self>, String> {
+        if matches!(stores, Stores::Distributed(_)) && config.bootstrap_servers.is_none() {
+            return Err("bootstrap.servers: is required in distributed mode (the workers meet through the Kafka cluster, which the embedded broker is not)".into());
+        }
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| format!("data.dir: cannot create {}: {e}", config.data_dir.display()))?;
         let data_lock = lock_data_dir(&config.data_dir)?;
@@ -163,10 +196,27 @@ impl Herder {
             config.topic_default_partitions,
             replication,
         )?);
-        let offsets: Arc<dyn OffsetStore> =
-            FileOffsetStore::open(config.data_dir.join("offsets.json"))?;
-        let log: Arc<dyn ConfigLog> =
-            Arc::new(FileConfigLog::new(config.data_dir.join("connectors.json")));
+        let (offsets, log, status, cluster): Opened = match stores {
+            Stores::Standalone => (
+                FileOffsetStore::open(config.data_dir.join("offsets.json"))?,
+                Arc::new(FileConfigLog::new(config.data_dir.join("connectors.json"))),
+                Arc::new(MemoryStatusStore::default()),
+                None,
+            ),
+            Stores::Distributed(settings) => {
+                let cluster =
+                    crate::distributed::open_cluster(&bootstrap, &client_id, &config, *settings)
+                        .await?;
+                (
+                    Arc::clone(&cluster.offsets) as Arc<dyn OffsetStore>,
+                    Arc::new(crate::distributed::cluster::ClusterLog(Arc::clone(
+                        &cluster.cluster,
+                    ))) as Arc<dyn ConfigLog>,
+                    Arc::clone(&cluster.cluster.status) as Arc<dyn crate::storage::StatusStore>,
+                    Some(cluster.cluster),
+                )
+            }
+        };
         let capacity = Capacity::new(config.capacity);
         let health = Arc::new(KafkaHealth::identified(
             config.clients.translated(ClientKind::Producer),
@@ -186,12 +236,18 @@ impl Herder {
             capacity,
             health,
             instance_id,
-            status: Arc::new(MemoryStatusStore::default()),
+            status,
         });
         let snapshot = Arc::new(Snapshot::default());
         let (started_tx, started) = watch::channel(false);
         let worker = Arc::new(Worker::new(Arc::clone(&shared)));
-        let control = ControlLoop::spawn(worker, Arc::clone(&snapshot), log, started_tx);
+        let control = ControlLoop::spawn(
+            worker,
+            Arc::clone(&snapshot),
+            log,
+            started_tx,
+            cluster.is_some(),
+        );
         Ok(Arc::new(Self {
             shared,
             control,
@@ -202,7 +258,26 @@ impl Herder {
             started,
             last_ping: tokio::sync::Mutex::new(None),
             cluster_id: std::sync::OnceLock::new(),
+            cluster,
         }))
+    }
+
+    /// Distributed mode: the worker's cluster.
+    pub fn cluster(&self) -> Option<&Arc<crate::distributed::cluster::Cluster>> {
+        self.cluster.as_ref()
+    }
+
+    /// Distributed mode: run `work` (everything this worker is assigned) from now on, once
+    /// the control loop has seen the config log up to `offset`; returns once what is no longer
+    /// this worker's has stopped and what is new has started.
+    pub(crate) async fn assign(&self, work: crate::distributed::protocol::Work, offset: u64) {
+        let (reply, done) = oneshot::channel();
+        self.send(Message::Assign {
+            work,
+            offset,
+            reply,
+        });
+        let _ = done.await;
     }
 
     /// The rest of start-up, which REST may already serve during: load the plugins (each file

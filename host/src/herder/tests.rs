@@ -540,6 +540,7 @@ impl Harness {
             Arc::clone(&snapshot),
             Arc::clone(&log) as Arc<dyn ConfigLog>,
             started,
+            false,
         );
         let (loaded, is_loaded) = oneshot::channel();
         let (reply, _restored) = oneshot::channel();

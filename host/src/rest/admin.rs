@@ -150,6 +150,33 @@ impl Herder {
     }
 }
 
+/// `POST /internal/config/append` (distributed mode, on the group's leader): a follower's
+/// records for the config topic. Only requests signed with the cluster's session key are taken
+/// (checked here, not by the API's credentials: workers call each other without them).
+pub async fn internal_append(
+    State(herder): State<Arc<Herder>>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    use crate::distributed::cluster::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
+    use axum::response::IntoResponse;
+    let Some(cluster) = herder.cluster() else {
+        return super::error::ApiError::not_found(super::UNKNOWN_ENDPOINT).into_response();
+    };
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    match cluster
+        .append_forwarded(header(TIMESTAMP_HEADER), header(SIGNATURE_HEADER), &body)
+        .await
+    {
+        Ok(offsets) => Json(json!({ "offsets": offsets })).into_response(),
+        Err((code, message)) => super::error::ApiError::new(
+            StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            message,
+        )
+        .into_response(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,6 +128,10 @@ pub fn router(herder: Arc<Herder>, guard: auth::Guard) -> Router {
             "/connector-plugins/{plugin}/config/validate",
             put(plugins::validate),
         )
+        .route(
+            crate::distributed::cluster::APPEND_PATH,
+            post(admin::internal_append),
+        )
         .route("/admin/loggers", get(admin::loggers))
         .route(
             "/admin/loggers/{logger}",

@@ -52,8 +52,10 @@ impl std::fmt::Display for ConnectorTaskId {
     }
 }
 
-/// One change to the config log.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One change to the config log. Its JSON form (tagged by `type`) is what a worker sends the
+/// group's leader to append (distributed mode).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum ConfigRecord {
     /// A connector's config as the operator gave it (config provider placeholders kept).
     Connector { name: String, config: Pairs },
@@ -196,6 +198,12 @@ pub trait ConfigLog: Send + Sync + 'static {
     /// earlier append.
     fn append(&self, records: Vec<ConfigRecord>)
     -> BoxFuture<'_, Result<Vec<ConfigEvent>, String>>;
+
+    /// Everything stored as far as this process has read it, without waiting to read more
+    /// (what a subscriber has been sent, or is about to be); by default [`ConfigLog::read`].
+    fn current(&self) -> Result<ConfigState, String> {
+        self.read()
+    }
 
     /// The events of every append from now on, in offset order.
     fn subscribe(&self) -> mpsc::UnboundedReceiver<ConfigEvent>;
