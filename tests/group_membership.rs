@@ -127,6 +127,7 @@ fn config(group: &str, name: &str) -> MemberConfig {
         rebalance_timeout: Duration::from_secs(10),
         heartbeat_interval: Duration::from_millis(500),
         request_timeout: Duration::from_secs(5),
+        fence: None,
     }
 }
 

@@ -122,6 +122,7 @@ pub fn wasm_connect_bin() -> PathBuf {
     .clone()
 }
 
+pub mod cluster;
 pub mod kafka;
 pub mod rest;
 pub mod worker;

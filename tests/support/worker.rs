@@ -35,6 +35,22 @@ impl Worker {
         connectors: &[PathBuf],
         env: &[(&str, &str)],
     ) -> Worker {
+        Self::spawn(dir, "standalone", worker, connectors, env)
+    }
+
+    /// Start `distributed` in `dir` with a worker config (plugin dir, data dir and `worker`
+    /// pairs, which name the group and its topics).
+    pub fn start_distributed(dir: &Path, worker: &[(&str, String)]) -> Worker {
+        Self::spawn(dir, "distributed", worker, &[], &[])
+    }
+
+    fn spawn(
+        dir: &Path,
+        mode: &str,
+        worker: &[(&str, String)],
+        connectors: &[PathBuf],
+        env: &[(&str, &str)],
+    ) -> Worker {
         let worker_file = dir.join("worker.properties");
         let mut pairs: Vec<(&str, String)> = vec![
             ("plugin.path", plugin_dir().display().to_string()),
@@ -49,7 +65,7 @@ impl Worker {
         let err = out.try_clone().expect("log file");
         let child = Command::new(wasm_connect_bin())
             .current_dir(dir)
-            .arg("standalone")
+            .arg(mode)
             .arg(&worker_file)
             .args(connectors)
             .env(
@@ -107,6 +123,14 @@ impl Worker {
     pub fn rest_url(&mut self, timeout: Duration) -> String {
         self.wait_for_log("wasm-connect is running", timeout);
         address_after(&self.log_text(), "REST API at ", ',')
+    }
+
+    /// Send the process signal `signal` (`STOP`, `CONT`, ...).
+    pub fn signal(&self, signal: &str) {
+        let _ = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status();
     }
 
     /// SIGTERM, then wait for the exit.

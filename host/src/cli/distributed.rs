@@ -57,6 +57,7 @@ pub(super) async fn run(args: DistributedArgs) -> anyhow::Result<ExitCode> {
         rebalance_timeout: settings.rebalance_timeout,
         heartbeat_interval: settings.heartbeat_interval,
         request_timeout: GROUP_REQUEST_TIMEOUT,
+        fence: None,
     };
     let advertised = (
         settings.advertised_host.clone(),
@@ -74,6 +75,10 @@ pub(super) async fn run(args: DistributedArgs) -> anyhow::Result<ExitCode> {
     };
     let Some(cluster) = herder.cluster().cloned() else {
         anyhow::bail!("worker bug: a distributed worker without its cluster");
+    };
+    let member = MemberConfig {
+        fence: herder.fence(),
+        ..member
     };
     let servers = rest::serve(herder.clone(), rest)
         .await
@@ -96,7 +101,7 @@ pub(super) async fn run(args: DistributedArgs) -> anyhow::Result<ExitCode> {
             stopping,
         )));
         println!(
-            "wasm-connect is running in distributed mode (group {group}, Kafka at {}, REST API at {url}). Press Ctrl-C to stop.",
+            "wasm-connect is running in distributed mode (REST API at {url}, group {group}, Kafka at {}). Press Ctrl-C to stop.",
             herder.bootstrap()
         );
         let failed = tokio::select! {

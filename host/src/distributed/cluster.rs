@@ -75,6 +75,26 @@ pub struct Cluster {
     settings: DistributedSettings,
     role: watch::Sender<Role>,
     http: reqwest::Client,
+    /// What `GET /admin/cluster` shows.
+    view: Mutex<MembershipView>,
+}
+
+/// This worker in its group, as `GET /admin/cluster` shows it.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MembershipView {
+    /// The group (`group.id`).
+    pub group: String,
+    /// This worker's advertised REST URL.
+    pub url: String,
+    /// The generation it last joined (-1: none).
+    pub generation: i32,
+    /// Whether it leads that generation.
+    pub leader: bool,
+    /// The leader's REST URL.
+    pub leader_url: Option<String>,
+    /// The connectors (instances) and tasks it runs.
+    pub connectors: Vec<String>,
+    pub tasks: Vec<String>,
 }
 
 /// Why an append did not go through: worth another try once the group settles, or not.
@@ -97,15 +117,35 @@ impl Cluster {
         Ok(Arc::new(Self {
             log,
             status,
-            settings,
+            view: Mutex::new(MembershipView {
+                group: settings.group_id.clone(),
+                generation: -1,
+                ..MembershipView::default()
+            }),
             role: watch::Sender::new(Role::Unknown),
             http,
+            settings,
         }))
     }
 
     /// The distributed settings.
     pub fn settings(&self) -> &DistributedSettings {
         &self.settings
+    }
+
+    /// This worker in its group now.
+    pub fn membership(&self) -> MembershipView {
+        lock(&self.view).clone()
+    }
+
+    /// Record what this worker runs in `generation` (-1: out of the group).
+    fn show(&self, generation: i32, leader_url: Option<String>, work: &Work) {
+        let mut view = lock(&self.view);
+        view.generation = generation;
+        view.leader = self.role() == Role::Leader;
+        view.leader_url = leader_url;
+        view.connectors = work.connectors.iter().cloned().collect();
+        view.tasks = work.tasks.iter().map(|t| t.to_string()).collect();
     }
 
     /// Where this worker stands now.
@@ -307,6 +347,7 @@ impl Cluster {
             configured: Mutex::new(BTreeMap::new()),
             epoch: Instant::now(),
         });
+        lock(&self.view).url = url.clone();
         let mut group = GroupMember::start(member, Arc::clone(&duty) as Arc<dyn LeaderDuty>);
         let mut events = self.log.subscribe();
         let mut current = Work::default();
@@ -355,6 +396,7 @@ impl Cluster {
                             "joined the workers' group"
                         );
                         herder.assign(current.clone(), self.log.snapshot().offset).await;
+                        self.show(joined.generation, Some(assignment.leader_url.clone()), &current);
                         duty.completed(joined.generation, Assignment {
                             assigned: current.clone(),
                             revoked: Work::default(),
@@ -411,6 +453,7 @@ impl Cluster {
         self.role.send_replace(Role::Unknown);
         *current = Work::default();
         herder.assign(Work::default(), 0).await;
+        self.show(-1, None, current);
         duty.lost();
     }
 

@@ -183,11 +183,17 @@ impl Herder {
         for note in config.clients.notes() {
             tracing::warn!("{note}");
         }
-        let producer = Arc::new(Producer::new(
-            &bootstrap,
-            &client_id,
-            config.clients.librdkafka(ClientKind::Producer),
-        )?);
+        // Distributed: sends wait while the group membership is unconfirmed (self-fencing).
+        let fence = matches!(stores, Stores::Distributed(_))
+            .then(|| Arc::new(crate::kafka::group::Fence::new()));
+        let producer = Arc::new(
+            Producer::new(
+                &bootstrap,
+                &client_id,
+                config.clients.librdkafka(ClientKind::Producer),
+            )?
+            .fenced(fence.clone()),
+        );
         let topics = Arc::new(TopicCreator::new(
             &bootstrap,
             &client_id,
@@ -237,6 +243,7 @@ impl Herder {
             health,
             instance_id,
             status,
+            fence,
         });
         let snapshot = Arc::new(Snapshot::default());
         let (started_tx, started) = watch::channel(false);
@@ -260,6 +267,11 @@ impl Herder {
             cluster_id: std::sync::OnceLock::new(),
             cluster,
         }))
+    }
+
+    /// Distributed mode: the fence its producers' sends wait on, for the group member to keep.
+    pub fn fence(&self) -> Option<Arc<crate::kafka::group::Fence>> {
+        self.shared.fence.clone()
     }
 
     /// Distributed mode: the worker's cluster.

@@ -186,6 +186,8 @@ pub const SETTINGS: &[(&str, &str)] = &[
 /// The shared producer.
 pub struct Producer {
     inner: ThreadedProducer<AckRouter>,
+    /// Distributed mode: sends wait while the worker's group membership is unconfirmed.
+    fence: Option<Arc<crate::kafka::group::Fence>>,
 }
 
 /// One record ready to send.
@@ -277,7 +279,21 @@ impl Producer {
             last_failure: LastFailure::default(),
         };
         let inner = super::clients::create(&config, router, "producer")?;
-        Ok(Self { inner })
+        Ok(Self { inner, fence: None })
+    }
+
+    /// Sends wait while `fence` is closed (distributed mode: see
+    /// [`crate::kafka::group::Fence`]).
+    pub fn fenced(mut self, fence: Option<Arc<crate::kafka::group::Fence>>) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    /// Wait while the fence, if any, is closed.
+    async fn through_fence(&self) {
+        if let Some(fence) = &self.fence {
+            fence.wait_open().await;
+        }
     }
 
     /// Queue a record; its delivery report goes to `target`. Waits (asynchronously) while the
@@ -288,6 +304,7 @@ impl Producer {
         record: Outgoing<'_>,
         target: AckTarget,
     ) -> Result<(), (SendError, AckTarget)> {
+        self.through_fence().await;
         let mut base = BaseRecord::with_opaque_to(record.topic, Target::Single(Box::new(target)));
         if let Some(p) = record.partition {
             base = base.partition(p);
@@ -365,6 +382,7 @@ impl Producer {
         mut records: Vec<Queued<'a>>,
         acks: &mpsc::UnboundedSender<Report>,
     ) -> Vec<(SendError, Queued<'a>)> {
+        self.through_fence().await;
         let mut refused = Vec::new();
         while !records.is_empty() {
             let full = self.enqueue(topic, records, acks, &mut refused);

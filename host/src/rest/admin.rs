@@ -150,6 +150,15 @@ impl Herder {
     }
 }
 
+/// `GET /admin/cluster` (distributed mode): this worker in its group: generation, whether it
+/// leads, the leader's URL, and the connectors and tasks it runs. 404 in standalone mode.
+pub async fn cluster(State(herder): State<Arc<Herder>>) -> Result<Json<Value>, ApiError> {
+    let cluster = herder
+        .cluster()
+        .ok_or_else(|| ApiError::not_found("This worker is not in distributed mode"))?;
+    Ok(Json(json!(cluster.membership())))
+}
+
 /// `POST /internal/config/append` (distributed mode, on the group's leader): a follower's
 /// records for the config topic. Only requests signed with the cluster's session key are taken
 /// (checked here, not by the API's credentials: workers call each other without them).

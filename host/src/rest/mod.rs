@@ -132,6 +132,7 @@ pub fn router(herder: Arc<Herder>, guard: auth::Guard) -> Router {
             crate::distributed::cluster::APPEND_PATH,
             post(admin::internal_append),
         )
+        .route("/admin/cluster", get(admin::cluster))
         .route("/admin/loggers", get(admin::loggers))
         .route(
             "/admin/loggers/{logger}",

@@ -64,6 +64,9 @@ pub(crate) struct Shared {
     pub instance_id: String,
     /// Where connectors and tasks report their states.
     pub status: Arc<dyn StatusStore>,
+    /// Distributed mode: what every producer's sends wait on while the worker's group
+    /// membership is unconfirmed.
+    pub fence: Option<Arc<crate::kafka::group::Fence>>,
 }
 
 /// What a connector is, as the herder shows it: known once its config checked out.

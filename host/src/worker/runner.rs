@@ -258,12 +258,10 @@ async fn run_instance(
         Some(settings) => {
             let own = own_client("producer.override.*", settings);
             own_clients.push(Arc::clone(&own));
-            Arc::new(Producer::own(
-                &shared.bootstrap,
-                &client_id,
-                &settings.pairs,
-                own,
-            )?)
+            Arc::new(
+                Producer::own(&shared.bootstrap, &client_id, &settings.pairs, own)?
+                    .fenced(shared.fence.clone()),
+            )
         }
     };
     let topics = match prepared.clients.get(ClientKind::Admin) {

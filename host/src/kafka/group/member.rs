@@ -34,7 +34,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::wire::{Connection, describe_code};
-use super::{GroupError, GroupSecurity};
+use super::{Fence, GroupError, GroupSecurity};
 use crate::backoff::Backoff;
 
 // Kafka error codes the member acts on.
@@ -69,6 +69,8 @@ pub struct MemberConfig {
     /// A request other than JoinGroup gets an answer within this, or the connection is
     /// dropped and the coordinator found again.
     pub request_timeout: Duration,
+    /// Kept open while the coordinator cannot have expelled this member (see [`Fence`]).
+    pub fence: Option<Arc<Fence>>,
 }
 
 /// What the member asks of its owner.
@@ -264,7 +266,23 @@ impl Member {
         }
     }
 
+    /// A request sent at `sent` was answered as a member in good standing: the coordinator
+    /// keeps this member at least until `sent` plus the session timeout.
+    fn confirmed(&mut self, sent: Instant) {
+        self.last_ok = Instant::now();
+        if let Some(fence) = &self.config.fence {
+            fence.open_until((sent + self.config.session_timeout).into_std());
+        }
+    }
+
+    fn close_fence(&self) {
+        if let Some(fence) = &self.config.fence {
+            fence.close();
+        }
+    }
+
     fn lose(&mut self, reason: String) {
+        self.close_fence();
         self.generation = -1;
         if self.holding {
             self.holding = false;
@@ -505,6 +523,7 @@ impl Member {
                 )))
                 .with_protocol_name(Some(StrBytes::from_string(protocol.clone())));
         }
+        let sync_sent = Instant::now();
         let response = self.call(sync, join_timeout).await?;
         if response.error_code != 0 {
             if matches!(response.error_code, UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION) {
@@ -518,7 +537,7 @@ impl Member {
             }
             return Err(self.classify(response.error_code, "SyncGroup"));
         }
-        self.last_ok = Instant::now();
+        self.confirmed(sync_sent);
         Ok(JoinedMember {
             generation: self.generation,
             member_id: self.member_id.clone(),
@@ -553,15 +572,16 @@ impl Member {
                 .with_generation_id(self.generation)
                 .with_member_id(StrBytes::from_string(self.member_id.clone()));
             let timeout = self.config.request_timeout.min(self.config.session_timeout);
+            let sent = Instant::now();
             let outcome = self.call(request, timeout).await;
             if self.rejoin_requested {
                 return Next::Rejoin;
             }
             match outcome {
                 Ok(response) => match response.error_code {
-                    0 => self.last_ok = Instant::now(),
+                    0 => self.confirmed(sent),
                     REBALANCE_IN_PROGRESS => {
-                        self.last_ok = Instant::now();
+                        self.confirmed(sent);
                         return Next::Rejoin;
                     }
                     UNKNOWN_MEMBER_ID | ILLEGAL_GENERATION => {
@@ -590,6 +610,7 @@ impl Member {
     /// LeaveGroup, best effort: the coordinator would expel the member after the session
     /// timeout anyway.
     async fn leave(mut self) {
+        self.close_fence();
         if self.member_id.is_empty() {
             return;
         }

@@ -10,10 +10,12 @@
 //!   leave), which hands the leader's duty (computing assignments) to the caller.
 
 pub mod auth;
+pub mod fence;
 pub mod member;
 pub mod wire;
 
 pub use auth::GroupSecurity;
+pub use fence::Fence;
 pub use member::{Event, GroupMember, JoinedMember, LeaderDuty, MemberConfig};
 
 /// What went wrong talking to the group coordinator, with the broker and what to do.
