@@ -11,7 +11,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use wasm_connect_tests::cluster::{Cluster, DELAY, SESSION};
 use wasm_connect_tests::kafka::{consume, create_topic, unique_topic};
-use wasm_connect_tests::rest::{block, create, get};
+use wasm_connect_tests::rest::{block, create, get, task_metrics};
 use wasm_connect_tests::worker::eventually;
 
 /// Worker ids running each task of `name`, as worker `url` reports, once every task is
@@ -236,6 +236,8 @@ async fn a_killed_worker_s_tasks_resume_elsewhere_from_its_flushed_offsets_losin
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_paused_worker_whose_tasks_moved_produces_nothing_for_them_when_it_continues() {
+    const RATE: u64 = 3000;
+    const PER_TASK: u64 = RATE / 3;
     let dir = tempfile::tempdir().unwrap();
     let cluster = Cluster::start(dir.path(), 3, &[]);
     let follower = cluster.follower();
@@ -243,7 +245,9 @@ async fn a_paused_worker_whose_tasks_moved_produces_nothing_for_them_when_it_con
     let topic = unique_topic("dist-pause");
     block(async {
         create_topic(&topic, 3).await;
-        let datagen = json!({"connector.class": "datagen", "topic": topic, "tasks.max": "3", "rate": "300", "value.converter": "string"});
+        // Busy tasks: a stale instance that went on after the pause would send at once.
+        let datagen = json!({"connector.class": "datagen", "topic": topic, "tasks.max": "3",
+            "rate": RATE.to_string(), "value.converter": "string"});
         assert_eq!(create(&url, "gen", datagen).await, StatusCode::CREATED);
     });
     let mut owners = None;
@@ -297,8 +301,8 @@ async fn a_paused_worker_whose_tasks_moved_produces_nothing_for_them_when_it_con
 
     // The stale instance of a moved task would go on from where it was when paused: records
     // made after the worker continued with sequence numbers far behind what the task had
-    // reached by then (at 100 records/s per task, seconds behind). A task that moves back to it
-    // legitimately resumes from the last flushed offset, a fraction of a second behind.
+    // reached by then (seconds of records behind). A task that moves back to it legitimately
+    // resumes from the last flushed offset, a fraction of a second behind.
     let records = datagen_records(&topic, usize::MAX, Duration::from_secs(8));
     let mut reached: BTreeMap<u64, u64> = BTreeMap::new();
     for (_, task, seq, ts) in &records {
@@ -312,7 +316,7 @@ async fn a_paused_worker_whose_tasks_moved_produces_nothing_for_them_when_it_con
         .filter(|(_, task, seq, ts)| {
             moved.contains(task)
                 && *ts >= continued
-                && seq + 300 < reached.get(task).copied().unwrap_or(0)
+                && seq + 3 * PER_TASK < reached.get(task).copied().unwrap_or(0)
         })
         .map(|(_, task, seq, _)| (*task, *seq))
         .collect();
@@ -320,4 +324,480 @@ async fn a_paused_worker_whose_tasks_moved_produces_nothing_for_them_when_it_con
         stale.is_empty(),
         "records the paused worker sent after it continued: {stale:?}\n{node_worker_log}"
     );
+}
+
+/// Each task's records done, as the worker running it counts them (a restarted task starts
+/// counting again from zero).
+fn task_counts(cluster: &Cluster, name: &str, owners: &[String]) -> Vec<u64> {
+    owners
+        .iter()
+        .enumerate()
+        .map(|(t, owner)| {
+            let i = cluster
+                .running()
+                .into_iter()
+                .find(|i| cluster.node(*i).id == *owner)
+                .expect("the owner runs");
+            let m = block(task_metrics(&cluster.node(i).url, name, t as u32));
+            m["records_done"].as_u64().unwrap_or(0)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fourth_worker_takes_a_share_and_tasks_that_stay_keep_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(dir.path(), 3, &[]);
+    let url = cluster.node(cluster.follower()).url.clone();
+    let topic = unique_topic("dist-join");
+    block(async {
+        create_topic(&topic, 3).await;
+        let datagen = json!({"connector.class": "datagen", "topic": topic, "tasks.max": "6",
+            "rate": "300", "value.converter": "string"});
+        assert_eq!(create(&url, "gen", datagen).await, StatusCode::CREATED);
+    });
+    let mut before = None;
+    assert!(eventually(Duration::from_secs(60), || {
+        before = running_tasks(&url, "gen", 6);
+        before.is_some()
+    }));
+    let before = before.unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let counts_before = task_counts(&cluster, "gen", &before);
+
+    cluster.start_node(3);
+    let new_id = cluster.node(3).id.clone();
+    let mut after = None;
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            after = running_tasks(&url, "gen", 6);
+            after.as_ref().is_some_and(|a| a.contains(&new_id))
+        }),
+        "the new worker runs a task: {after:?}\n{}",
+        cluster.logs()
+    );
+    let after = after.unwrap();
+    let counts_after = task_counts(&cluster, "gen", &after);
+    let mut per_worker: BTreeMap<&str, usize> = BTreeMap::new();
+    for w in &after {
+        *per_worker.entry(w).or_default() += 1;
+    }
+    assert_eq!(per_worker.len(), 4, "all four workers run tasks: {after:?}");
+    assert!(
+        per_worker.values().all(|n| (1..=2).contains(n)),
+        "{per_worker:?}"
+    );
+    // A task that stayed where it was counts on from where it was: it was not restarted.
+    let mut stayed = 0;
+    for t in 0..6 {
+        if before[t] == after[t] {
+            stayed += 1;
+            assert!(
+                counts_after[t] >= counts_before[t],
+                "task {t} stayed on {} but was restarted ({} then {})",
+                before[t],
+                counts_before[t],
+                counts_after[t]
+            );
+        }
+    }
+    assert!(
+        stayed >= 4,
+        "only what balance needs moves: {before:?} -> {after:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tasks_max_raised_through_a_follower_splits_again_and_loses_no_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path(), 3, &[]);
+    let url = cluster.node(cluster.follower()).url.clone();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    const LINES: usize = 3000;
+    for f in 0..5 {
+        let text: String = (0..LINES).map(|l| format!("f{f}-{l}\n")).collect();
+        std::fs::write(input.join(format!("f{f}.txt")), text).unwrap();
+    }
+    let topic = unique_topic("dist-resplit");
+    let config = |tasks: u32| {
+        json!({"connector.class": "file-source", "topic": topic, "tasks.max": tasks.to_string(),
+            "directory": input.display().to_string(), "sandbox.fs.read": input.display().to_string(),
+            "value.converter": "string"})
+    };
+    block(async {
+        create_topic(&topic, 1).await;
+        assert_eq!(create(&url, "files", config(2)).await, StatusCode::CREATED);
+    });
+    assert!(eventually(Duration::from_secs(60), || running_tasks(
+        &url, "files", 2
+    )
+    .is_some()));
+    let status = block(async {
+        reqwest::Client::new()
+            .put(format!("{url}/connectors/files/config"))
+            .json(&config(3))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    assert_eq!(status, StatusCode::OK);
+    let mut owners = None;
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            owners = cluster
+                .running()
+                .into_iter()
+                .map(|i| running_tasks(&cluster.node(i).url, "files", 3))
+                .collect::<Option<Vec<_>>>();
+            owners.is_some()
+        }),
+        "three tasks run, as every worker sees:\n{}",
+        cluster.logs()
+    );
+    let mut lines = BTreeSet::new();
+    let complete = eventually(Duration::from_secs(60), || {
+        lines = consume(&topic, usize::MAX, Duration::from_secs(3))
+            .iter()
+            .map(|r| r.text())
+            .collect();
+        lines.len() == 5 * LINES
+    });
+    assert!(
+        complete,
+        "every line arrived: {} of {}\n{}",
+        lines.len(),
+        5 * LINES,
+        cluster.logs()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rolling_restart_keeps_connectors_and_their_target_states_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(dir.path(), 3, &[]);
+    let url = cluster.node(cluster.follower()).url.clone();
+    let topic = unique_topic("dist-rolling");
+    const COUNT: u64 = 9000;
+    block(async {
+        create_topic(&topic, 3).await;
+        let running = json!({"connector.class": "datagen", "topic": topic, "tasks.max": "3",
+            "rate": "300", "count": COUNT.to_string(), "value.converter": "string"});
+        assert_eq!(create(&url, "running", running).await, StatusCode::CREATED);
+        for (name, state) in [("paused", "pause"), ("stopped", "stop")] {
+            let other = unique_topic(name);
+            let config = json!({"connector.class": "datagen", "topic": other, "tasks.max": "2", "rate": "10"});
+            assert_eq!(create(&url, name, config).await, StatusCode::CREATED);
+            let answer = reqwest::Client::new()
+                .put(format!("{url}/connectors/{name}/{state}"))
+                .send()
+                .await
+                .unwrap()
+                .status();
+            assert!(answer.is_success(), "{name}: {answer}");
+        }
+    });
+    let state_of = |url: &str, name: &str| -> String {
+        block(get(url, &format!("/connectors/{name}/status")))["connector"]["state"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert!(eventually(Duration::from_secs(60), || state_of(
+        &url, "paused"
+    ) == "PAUSED"
+        && state_of(&url, "stopped") == "STOPPED"
+        && running_tasks(&url, "running", 3).is_some()));
+
+    // One worker at a time: stopped politely, started again, rejoined.
+    for i in 0..3 {
+        cluster.stop(i);
+        std::thread::sleep(Duration::from_secs(1));
+        cluster.start_node(i);
+    }
+    let urls: Vec<String> = cluster
+        .running()
+        .iter()
+        .map(|i| cluster.node(*i).url.clone())
+        .collect();
+    let kept = eventually(Duration::from_secs(60), || {
+        urls.iter().all(|u| {
+            state_of(u, "paused") == "PAUSED"
+                && state_of(u, "stopped") == "STOPPED"
+                && running_tasks(u, "running", 3).is_some()
+        })
+    });
+    assert!(
+        kept,
+        "every worker shows the three connectors as they were:\n{}",
+        cluster.logs()
+    );
+    let mut ids = BTreeSet::new();
+    let complete = eventually(Duration::from_secs(90), || {
+        ids = datagen_records(&topic, usize::MAX, Duration::from_secs(3))
+            .iter()
+            .map(|r| r.0)
+            .collect();
+        ids.len() as u64 >= COUNT
+    });
+    let missing: Vec<u64> = (0..COUNT).filter(|i| !ids.contains(i)).take(20).collect();
+    assert!(
+        complete && missing.is_empty(),
+        "lost (first 20): {missing:?}\n{}",
+        cluster.logs()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_leader_killed_during_a_creation_leaves_the_connector_once_with_all_its_task_configs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(dir.path(), 3, &[]);
+    let follower = cluster.follower();
+    let leader = cluster.leader();
+    let url = cluster.node(follower).url.clone();
+    let topic = unique_topic("dist-leader");
+    create_topic(&topic, 3).await;
+    let config = json!({"connector.class": "datagen", "topic": topic, "tasks.max": "3", "rate": "10",
+        "value.converter": "string"});
+    // The creation goes to a follower, which forwards it to the leader; the leader dies while
+    // it is on its way. The client tries again, as a client of a cluster does.
+    let request = {
+        let (url, config) = (url.clone(), config.clone());
+        tokio::spawn(async move { create(&url, "gen", config).await })
+    };
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    cluster.kill(leader);
+    let first = request.await.unwrap();
+    let again = create(&url, "gen", config).await;
+    assert!(
+        first == StatusCode::CREATED || again == StatusCode::CREATED,
+        "created by one of the two tries ({first}, {again})\n{}",
+        cluster.logs()
+    );
+    assert!(
+        again == StatusCode::CREATED || again == StatusCode::CONFLICT,
+        "{again}"
+    );
+    for i in cluster.running() {
+        let url = &cluster.node(i).url;
+        let names = get(url, "/connectors").await;
+        assert_eq!(names, json!(["gen"]), "worker {i}");
+        let tasks = get(url, "/connectors/gen/tasks").await;
+        assert_eq!(
+            tasks.as_array().map(Vec::len),
+            Some(3),
+            "worker {i}: {tasks}"
+        );
+    }
+    let url2 = url.clone();
+    assert!(
+        tokio::task::spawn_blocking(
+            move || eventually(Duration::from_secs(60), || running_tasks(&url2, "gen", 3)
+                .is_some())
+        )
+        .await
+        .unwrap(),
+        "{}",
+        cluster.logs()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connector_moves_from_a_standalone_worker_to_the_cluster_without_replaying() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique_topic("dist-move");
+    create_topic(&topic, 2).await;
+    const COUNT: u64 = 4000;
+    let config_file = dir.path().join("gen.properties");
+    wasm_connect_tests::worker::write_properties(
+        &config_file,
+        &[
+            ("name", "gen".into()),
+            ("connector.class", "datagen".into()),
+            ("topic", topic.clone()),
+            ("tasks.max", "2".into()),
+            ("rate", "400".into()),
+            ("count", COUNT.to_string()),
+            ("value.converter", "string".into()),
+        ],
+    );
+    // First on a standalone worker, stopped halfway.
+    let alone = dir.path().join("standalone");
+    std::fs::create_dir_all(&alone).unwrap();
+    let mut standalone = wasm_connect_tests::worker::Worker::start(
+        &alone,
+        &wasm_connect_tests::kafka::worker_settings(500),
+        std::slice::from_ref(&config_file),
+    );
+    let standalone_url = standalone.rest_url(Duration::from_secs(120));
+    let halfway = tokio::task::spawn_blocking({
+        let topic = topic.clone();
+        move || {
+            eventually(Duration::from_secs(60), || {
+                datagen_records(&topic, usize::MAX, Duration::from_secs(1)).len() as u64
+                    >= COUNT / 2
+            })
+        }
+    })
+    .await
+    .unwrap();
+    assert!(halfway, "{}", standalone.log_text());
+    let stopped = reqwest::Client::new()
+        .put(format!("{standalone_url}/connectors/gen/stop"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(stopped.is_success());
+    let url2 = standalone_url.clone();
+    let stopped = tokio::task::spawn_blocking(move || {
+        eventually(Duration::from_secs(30), || {
+            block(get(&url2, "/connectors/gen/status"))["connector"]["state"] == "STOPPED"
+        })
+    })
+    .await
+    .unwrap();
+    assert!(stopped, "{}", standalone.log_text());
+
+    // Then on the cluster, from the standalone worker's offsets.
+    let cluster = Cluster::start(&dir.path().join("cluster"), 2, &[]);
+    let url = cluster.node(0).url.clone();
+    let out = std::process::Command::new(wasm_connect_tests::wasm_connect_bin())
+        .args(["connectors", "--url", &url, "create", "-f"])
+        .arg(&config_file)
+        .args(["--offsets-from", &standalone_url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Every record once: nothing replayed, nothing lost.
+    let mut records = Vec::new();
+    let complete = tokio::task::spawn_blocking({
+        let topic = topic.clone();
+        move || {
+            let mut records = Vec::new();
+            let done = eventually(Duration::from_secs(90), || {
+                records = datagen_records(&topic, usize::MAX, Duration::from_secs(2));
+                records.iter().map(|r| r.0).collect::<BTreeSet<_>>().len() as u64 >= COUNT
+            });
+            (done, records)
+        }
+    })
+    .await
+    .unwrap();
+    let done = complete.0;
+    records.extend(complete.1);
+    let ids: Vec<u64> = records.iter().map(|r| r.0).collect();
+    let distinct: BTreeSet<u64> = ids.iter().copied().collect();
+    assert!(
+        done,
+        "every record arrived: {} of {COUNT}\n{}",
+        distinct.len(),
+        cluster.logs()
+    );
+    assert_eq!(
+        ids.len(),
+        distinct.len(),
+        "no record twice: the cluster resumed where the standalone worker stopped"
+    );
+    drop(standalone);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn restarts_asked_of_any_worker_reach_the_tasks_wherever_they_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path(), 3, &[]);
+    let url = cluster.node(cluster.follower()).url.clone();
+    let topic = unique_topic("dist-restart");
+    create_topic(&topic, 3).await;
+    let datagen = json!({"connector.class": "datagen", "topic": topic, "tasks.max": "3",
+        "rate": "300", "value.converter": "string"});
+    assert_eq!(create(&url, "gen", datagen).await, StatusCode::CREATED);
+    let (cluster, url) = tokio::task::spawn_blocking(move || {
+        let mut owners = None;
+        assert!(eventually(Duration::from_secs(60), || {
+            owners = running_tasks(&url, "gen", 3);
+            owners.is_some()
+        }));
+        let owners = owners.unwrap();
+        std::thread::sleep(Duration::from_secs(3));
+
+        // One task, asked of a worker that does not run it: restarted where it runs, alone.
+        let (task, other) = (0..3)
+            .flat_map(|t| cluster.running().into_iter().map(move |i| (t, i)))
+            .find(|(t, i)| cluster.node(*i).id != owners[*t])
+            .unwrap();
+        let before = task_counts(&cluster, "gen", &owners);
+        let answer = block(async {
+            reqwest::Client::new()
+                .post(format!(
+                    "{}/connectors/gen/tasks/{task}/restart",
+                    cluster.node(other).url
+                ))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        });
+        assert_eq!(answer, StatusCode::NO_CONTENT, "{}", cluster.logs());
+        let after = task_counts(&cluster, "gen", &owners);
+        for t in 0..3 {
+            if t == task {
+                assert!(
+                    after[t] < before[t],
+                    "task {t} restarted: {before:?} -> {after:?}"
+                );
+            } else {
+                assert!(
+                    after[t] >= before[t],
+                    "task {t} untouched: {before:?} -> {after:?}"
+                );
+            }
+        }
+
+        // The connector with its tasks, asked of a follower: every task, on every worker.
+        std::thread::sleep(Duration::from_secs(2));
+        let before = task_counts(&cluster, "gen", &owners);
+        let (status, plan) = block(async {
+            let response = reqwest::Client::new()
+                .post(format!("{url}/connectors/gen/restart?includeTasks=true"))
+                .send()
+                .await
+                .unwrap();
+            (response.status(), response.json::<Value>().await.unwrap())
+        });
+        assert_eq!(status, StatusCode::ACCEPTED, "{plan}");
+        assert_eq!(plan["connector"]["state"], "RESTARTING", "{plan}");
+        assert!(
+            plan["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|t| t["state"] == "RESTARTING"),
+            "{plan}"
+        );
+        let mut after = Vec::new();
+        assert!(
+            eventually(Duration::from_secs(30), || {
+                after = task_counts(&cluster, "gen", &owners);
+                (0..3).all(|t| after[t] < before[t])
+            }),
+            "every task restarted: {before:?} -> {after:?}\n{}",
+            cluster.logs()
+        );
+        assert!(eventually(Duration::from_secs(60), || running_tasks(
+            &url, "gen", 3
+        )
+        .is_some()));
+        (cluster, url)
+    })
+    .await
+    .unwrap();
+    drop((cluster, url));
 }

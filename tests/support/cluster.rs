@@ -65,8 +65,10 @@ impl Cluster {
             settings,
             nodes: Vec::new(),
         };
-        for i in 0..n {
-            cluster.start_node(i);
+        // Started together, then waited for: a cluster starts in the time of one worker.
+        let workers: Vec<Worker> = (0..n).map(|i| cluster.spawn(i)).collect();
+        for (i, worker) in workers.into_iter().enumerate() {
+            cluster.joined(i, worker);
         }
         cluster
     }
@@ -74,18 +76,29 @@ impl Cluster {
     /// Start worker `i` (again, with the same data directory and id, if it ran before), and
     /// wait until it has joined the group.
     pub fn start_node(&mut self, i: usize) {
+        let worker = self.spawn(i);
+        self.joined(i, worker);
+    }
+
+    fn spawn(&self, i: usize) -> Worker {
         let dir = self.dir.join(format!("w{i}"));
         std::fs::create_dir_all(&dir).unwrap();
-        let id = format!("w{i}");
         let mut pairs = self.settings.clone();
-        pairs.push(("worker.id", id.clone()));
-        let mut worker = Worker::start_distributed(&dir, &pairs);
+        pairs.push(("worker.id", format!("w{i}")));
+        Worker::start_distributed(&dir, &pairs)
+    }
+
+    fn joined(&mut self, i: usize, mut worker: Worker) {
         let url = worker.rest_url(START);
         worker.wait_for_log("joined the workers' group", START);
         while self.nodes.len() <= i {
             self.nodes.push(None);
         }
-        self.nodes[i] = Some(Node { worker, url, id });
+        self.nodes[i] = Some(Node {
+            worker,
+            url,
+            id: format!("w{i}"),
+        });
     }
 
     /// Worker `i`.

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::table;
 
 /// How to reach the worker.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct Remote {
     /// The worker's REST API.
     #[arg(
@@ -58,6 +58,13 @@ pub enum ConnectorsCommand {
     Create {
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
+        /// Start it from the offsets the worker (or cluster) at this URL keeps for a connector
+        /// of the same name, which must be STOPPED there: how a connector moves from a
+        /// standalone worker to a distributed cluster, or back, without replaying. It is
+        /// created STOPPED, given those offsets, then resumed. The same credentials are used
+        /// for both URLs.
+        #[arg(long, value_name = "URL")]
+        offsets_from: Option<String>,
     },
     /// Replace a connector's config with a file's (creates it if missing).
     Update {
@@ -248,7 +255,7 @@ fn config_table(config: &Value) -> String {
 pub async fn connectors(command: ConnectorsCommand, remote: Remote) -> anyhow::Result<ExitCode> {
     use reqwest::Method;
     let client = Client::new(remote)?;
-    let c = |name: &str| format!("/connectors/{}", urlencode(name));
+    let c = |name: &str| format!("/connectors/{}", crate::rest::path_segment(name));
     match command {
         ConnectorsCommand::List => {
             let value = client
@@ -299,13 +306,22 @@ pub async fn connectors(command: ConnectorsCommand, remote: Remote) -> anyhow::R
                 )
             });
         }
-        ConnectorsCommand::Create { file } => {
+        ConnectorsCommand::Create { file, offsets_from } => {
             let config = read_config(&file)?;
             let name = config
                 .get("name")
                 .and_then(Value::as_str)
                 .map(str::to_owned)
                 .context("the config file has no `name`")?;
+            if let Some(from) = offsets_from {
+                let source = Client::new(Remote {
+                    url: from.clone(),
+                    ..client.remote.clone()
+                })?;
+                return move_connector(&client, &source, &name, config)
+                    .await
+                    .with_context(|| format!("--offsets-from {from}"));
+            }
             let value = client
                 .call(
                     Method::POST,
@@ -436,6 +452,57 @@ pub async fn connectors(command: ConnectorsCommand, remote: Remote) -> anyhow::R
     Ok(ExitCode::SUCCESS)
 }
 
+/// Create connector `name` with `config` on `target`, starting from the offsets `source` keeps
+/// for its connector of that name (which must be STOPPED there, so nothing is produced twice).
+async fn move_connector(
+    target: &Client,
+    source: &Client,
+    name: &str,
+    config: serde_json::Map<String, Value>,
+) -> anyhow::Result<ExitCode> {
+    use reqwest::Method;
+    let path = format!("/connectors/{}", crate::rest::path_segment(name));
+    let status = source
+        .call(Method::GET, &format!("{path}/status"), None)
+        .await?
+        .unwrap_or_default();
+    let state = status["connector"]["state"].as_str().unwrap_or("");
+    if state != "STOPPED" {
+        bail!(
+            "connector {name} is {state} there; stop it first (wasm-connect connectors --url {} stop {name}) so that its offsets are final",
+            source.remote.url
+        );
+    }
+    let offsets = source
+        .call(Method::GET, &format!("{path}/offsets"), None)
+        .await?
+        .unwrap_or_default();
+    let count = offsets["offsets"].as_array().map_or(0, Vec::len);
+    target
+        .call(
+            Method::POST,
+            "/connectors",
+            Some(json!({"name": name, "config": config, "initial_state": "STOPPED"})),
+        )
+        .await?;
+    if count > 0 {
+        target
+            .call(Method::PATCH, &format!("{path}/offsets"), Some(offsets))
+            .await
+            .context("the connector was created STOPPED, but its offsets were not set; set them with `connectors offsets set`, then resume it")?;
+    }
+    target
+        .call(Method::PUT, &format!("{path}/resume"), None)
+        .await?;
+    target.print(&Some(json!({"name": name, "offsets": count})), |_| {
+        format!(
+            "created connector {name} from the offsets of {count} source partitions at {}, and resumed it; delete it there once you no longer need it\n",
+            source.remote.url
+        )
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `plugins list --url`: the worker's plugins.
 pub async fn remote_plugins(remote: Remote) -> anyhow::Result<ExitCode> {
     let client = Client::new(remote)?;
@@ -470,15 +537,4 @@ async fn simple(
         println!("{done}");
     }
     Ok(())
-}
-
-fn urlencode(name: &str) -> String {
-    name.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }

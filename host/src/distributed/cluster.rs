@@ -34,7 +34,7 @@ use super::settings::DistributedSettings;
 use super::status_topic::KafkaStatusStore;
 use crate::herder::Herder;
 use crate::kafka::group::{Event, GroupMember, LeaderDuty, MemberConfig};
-use crate::storage::{ConfigEvent, ConfigLog, ConfigRecord, ConfigState};
+use crate::storage::{ConfigEvent, ConfigLog, ConfigRecord, ConfigState, ConnectorTaskId};
 
 /// The internal endpoint a follower sends its appends to (on the leader).
 pub const APPEND_PATH: &str = "/internal/config/append";
@@ -77,6 +77,9 @@ pub struct Cluster {
     http: reqwest::Client,
     /// What `GET /admin/cluster` shows.
     view: Mutex<MembershipView>,
+    /// On the leader: the REST URL of the worker each task was given to in its last
+    /// assignment (where a request about a task is forwarded).
+    task_owners: Arc<Mutex<BTreeMap<ConnectorTaskId, String>>>,
 }
 
 /// This worker in its group, as `GET /admin/cluster` shows it.
@@ -125,6 +128,7 @@ impl Cluster {
             role: watch::Sender::new(Role::Unknown),
             http,
             settings,
+            task_owners: Arc::default(),
         }))
     }
 
@@ -146,6 +150,30 @@ impl Cluster {
         view.leader_url = leader_url;
         view.connectors = work.connectors.iter().cloned().collect();
         view.tasks = work.tasks.iter().map(|t| t.to_string()).collect();
+    }
+
+    /// On the leader: the REST URL of the worker task `id` runs on, as of the last assignment.
+    pub fn owner_of(&self, id: &ConnectorTaskId) -> Option<String> {
+        lock(&self.task_owners).get(id).cloned()
+    }
+
+    /// Send an operator's `POST` on to another worker (with the caller's `Authorization`
+    /// header), returning its status and body.
+    pub async fn forward_post(
+        &self,
+        url: &str,
+        authorization: Option<&str>,
+    ) -> Result<(u16, String), String> {
+        let mut request = self.http.post(url);
+        if let Some(auth) = authorization {
+            request = request.header(reqwest::header::AUTHORIZATION, auth);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| format!("cannot reach the worker at {url}: {e}"))?;
+        let status = response.status().as_u16();
+        Ok((status, response.text().await.unwrap_or_default()))
     }
 
     /// Where this worker stands now.
@@ -343,6 +371,7 @@ impl Cluster {
             url: url.clone(),
             running: Mutex::new(None),
             assignor: Mutex::new(Assignor::new(self.settings.scheduled_rebalance_max_delay)),
+            task_owners: Arc::clone(&self.task_owners),
             last_completed: Mutex::new(None),
             configured: Mutex::new(BTreeMap::new()),
             epoch: Instant::now(),
@@ -547,6 +576,8 @@ struct Duty {
     last_completed: Mutex<Option<i32>>,
     /// The connectors and task counts the last assignment (made here) was computed from.
     configured: Mutex<BTreeMap<String, u32>>,
+    /// Where each task goes, as of the last assignment made here.
+    task_owners: Arc<Mutex<BTreeMap<ConnectorTaskId, String>>>,
     epoch: Instant,
 }
 
@@ -666,6 +697,21 @@ impl LeaderDuty for Duty {
             now_ms: self.epoch.elapsed().as_millis() as u64,
         });
         *lock(&self.configured) = configured;
+        let mut owners = BTreeMap::new();
+        for (member, running) in &running {
+            let mut work = running.clone();
+            if let Some(revoked) = plan.revoked.get(member) {
+                work.remove(revoked);
+            }
+            if let Some(assigned) = plan.assigned.get(member) {
+                work.add(assigned);
+            }
+            let url = &states[member].url;
+            for task in work.tasks {
+                owners.insert(task, url.clone());
+            }
+        }
+        *lock(&self.task_owners) = owners;
         let delay_ms = i32::try_from(plan.delay.as_millis()).unwrap_or(i32::MAX);
         members
             .iter()

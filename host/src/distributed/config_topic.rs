@@ -8,6 +8,7 @@
 //! | `task-<name>-<i>` | `{"properties":{...}}` |
 //! | `commit-<name>` | `{"tasks":N}` (plus `"wasm-connect.build"`: the plugin build that split) |
 //! | `target-state-<name>` | `{"state":"STARTED"\|"PAUSED","state.v2":"STARTED"\|"PAUSED"\|"STOPPED"}` |
+//! | `restart-connector-<name>` | `{"include-tasks":bool,"only-failed":bool}` (KIP-745) |
 //!
 //! [`encode`] turns one [`ConfigRecord`] into the Kafka records that store it, in order;
 //! [`Reader`] turns the records read back into [`ConfigRecord`]s. Invariant (Connect's): task
@@ -27,6 +28,7 @@ const CONNECTOR: &str = "connector-";
 const TASK: &str = "task-";
 const COMMIT: &str = "commit-";
 const TARGET: &str = "target-state-";
+const RESTART: &str = "restart-connector-";
 /// Our field in a commit record: the content hash of the plugin build that made the split.
 const BUILD: &str = "wasm-connect.build";
 
@@ -77,6 +79,14 @@ pub fn encode(record: &ConfigRecord) -> Vec<KafkaRecord> {
                 json(json!({ "state": v1, "state.v2": v2 })),
             )]
         }
+        ConfigRecord::Restart {
+            name,
+            include_tasks,
+            only_failed,
+        } => vec![(
+            format!("{RESTART}{name}"),
+            json(json!({ "include-tasks": include_tasks, "only-failed": only_failed })),
+        )],
     }
 }
 
@@ -142,6 +152,21 @@ impl Reader {
                 state,
             }));
         }
+        if let Some(name) = key.strip_prefix(RESTART) {
+            // A tombstone clears a request already acted on (compaction's business).
+            let Some(value) = parsed else {
+                return Ok(None);
+            };
+            let flag = |k: &str| value.get(k).and_then(Value::as_bool).unwrap_or(false);
+            return Ok(self
+                .connectors
+                .contains(name)
+                .then(|| ConfigRecord::Restart {
+                    name: name.to_owned(),
+                    include_tasks: flag("include-tasks"),
+                    only_failed: flag("only-failed"),
+                }));
+        }
         if let Some(name) = key.strip_prefix(CONNECTOR) {
             return Ok(Some(match parsed {
                 None => {
@@ -202,8 +227,8 @@ impl Reader {
                 .insert(task, properties(&value).map_err(skip)?);
             return Ok(None);
         }
-        // Connect's other records (session keys, restart requests, logger levels, task count
-        // records) are not ours to act on.
+        // Connect's other records (session keys, logger levels, task count records) are not
+        // ours to act on.
         Ok(None)
     }
 }
@@ -252,6 +277,11 @@ mod tests {
                 name: "my-source".into(),
                 configs: vec![pairs(&[("t", "0")]), pairs(&[("t", "1")])],
                 build: Some("abc".into()),
+            },
+            ConfigRecord::Restart {
+                name: "my-source".into(),
+                include_tasks: true,
+                only_failed: false,
             },
             ConfigRecord::Removed {
                 name: "my-source".into(),
@@ -367,9 +397,21 @@ mod tests {
                 config: pairs(&[("a", "1")])
             })
         );
+        // Connect's restart request, as Connect writes it.
+        assert_eq!(
+            reader.read(
+                "restart-connector-c",
+                Some(br#"{"include-tasks":true,"only-failed":true}"#)
+            ),
+            Ok(Some(ConfigRecord::Restart {
+                name: "c".into(),
+                include_tasks: true,
+                only_failed: true
+            }))
+        );
         for key in [
             "session-key",
-            "restart-connector-c",
+            "restart-connector-unknown",
             "tasks-fencing-c",
             "logger-cluster-x",
         ] {

@@ -281,6 +281,13 @@ enum Staged<C> {
     },
     /// Remove the connector.
     Delete { reply: Reply<()> },
+    /// Distributed: a restart request stored for every worker to act on; this worker acts
+    /// on it for what it runs, then answers with the restart plan.
+    Requested {
+        include_tasks: bool,
+        only_failed: bool,
+        reply: Reply<ConnectorStatus>,
+    },
 }
 
 impl<C: ConnectorOps> Staged<C> {
@@ -309,6 +316,9 @@ impl<C: ConnectorOps> Staged<C> {
                 let _ = reply.send(Err(error));
             }
             Staged::Target { reply, .. } | Staged::Delete { reply } => {
+                let _ = reply.send(Err(error));
+            }
+            Staged::Requested { reply, .. } => {
                 let _ = reply.send(Err(error));
             }
             Staged::Split { .. } => {}
@@ -498,6 +508,26 @@ impl<W: Runtime> Actor<W> {
             } => return self.start(target, origin, reply).await,
             Command::Reconfigure { config, reply } => self.reconfigure(config, Some(reply)).await,
             Command::SetTarget { target, reply } => self.set_target(target, reply).await,
+            Command::Restart {
+                include_tasks,
+                only_failed,
+                reply,
+            } if self.share != Share::All => {
+                // Stored, so that every worker restarts what it runs of the connector.
+                let request = ConfigRecord::Restart {
+                    name: self.name.clone(),
+                    include_tasks,
+                    only_failed,
+                };
+                let change = Staged::Requested {
+                    include_tasks,
+                    only_failed,
+                    reply,
+                };
+                if let Err((change, e)) = self.stage(vec![request], change).await {
+                    change.refuse(self.grace(), e).await;
+                }
+            }
             Command::Restart {
                 include_tasks,
                 only_failed,
@@ -694,6 +724,14 @@ impl<W: Runtime> Actor<W> {
                 let status = self.restart_tasks(true, include_tasks, only_failed).await;
                 let _ = reply.send(Ok(status));
             }
+            Staged::Requested {
+                include_tasks,
+                only_failed,
+                reply,
+            } => {
+                let plan = self.restart_share(include_tasks, only_failed).await;
+                let _ = reply.send(Ok(plan));
+            }
             Staged::Delete { reply } => {
                 self.retire().await;
                 self.worker.status().remove_connector(&self.name);
@@ -739,6 +777,13 @@ impl<W: Runtime> Actor<W> {
                 self.apply(Staged::Split { split: configs }).await;
             }
             ConfigRecord::Target { state, .. } => self.apply_target(state).await,
+            ConfigRecord::Restart {
+                include_tasks,
+                only_failed,
+                ..
+            } => {
+                self.restart_share(include_tasks, only_failed).await;
+            }
             ConfigRecord::Removed { .. } => {
                 self.retire().await;
                 self.worker.status().remove_connector(&self.name);
@@ -1233,6 +1278,45 @@ impl<W: Runtime> Actor<W> {
             self.worker.capacity().restore(&self.name, before);
             change.refuse(self.grace(), e).await;
         }
+    }
+
+    /// Distributed: act on a stored restart request for what this worker runs (the connector
+    /// instance where it runs here, the tasks assigned here); the restart plan as Kafka
+    /// Connect answers it: what is restarted, anywhere, says RESTARTING.
+    async fn restart_share(&mut self, include_tasks: bool, only_failed: bool) -> ConnectorStatus {
+        let before = status_of(
+            self.worker.status().as_ref(),
+            None,
+            &self.name,
+            &self.view(),
+        );
+        if self.share.connector() {
+            // Answered here through the plan; the restart's own answer is not needed.
+            let (reply, _) = oneshot::channel();
+            // Boxed: a restart applies its change, which may be this request's (recursion).
+            Box::pin(self.restart(include_tasks, only_failed, reply)).await;
+        } else {
+            self.restart_tasks(false, include_tasks, only_failed).await;
+        }
+        let mut plan = status_of(
+            self.worker.status().as_ref(),
+            self.worker.outage(),
+            &self.name,
+            &self.view(),
+        );
+        if !only_failed || before.connector.state == "FAILED" {
+            plan.connector.state = "RESTARTING";
+        }
+        for task in &mut plan.tasks {
+            let failed = before
+                .tasks
+                .iter()
+                .any(|t| t.id == task.id && t.state.state == "FAILED");
+            if include_tasks && (!only_failed || failed) {
+                task.state.state = "RESTARTING";
+            }
+        }
+        plan
     }
 
     /// The rest of a restart: start tasks that do not run, and with `include_tasks` restart

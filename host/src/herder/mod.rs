@@ -274,6 +274,43 @@ impl Herder {
         self.shared.fence.clone()
     }
 
+    /// Distributed mode: the worker a request about task `id` of connector `name` goes to,
+    /// when the task does not run here: the leader, which knows where each task runs, or (on
+    /// the leader) the task's worker. `Ok(None)`: it is this worker's to answer (the task runs
+    /// here, is not in the split, or the mode is standalone). `last_hop`: the request was
+    /// already forwarded to the worker that should run it, so it goes no further.
+    pub fn task_elsewhere(
+        &self,
+        name: &str,
+        id: u32,
+        last_hop: bool,
+    ) -> Result<Option<String>, HerderError> {
+        use crate::distributed::cluster::Role;
+        let Some(cluster) = &self.cluster else {
+            return Ok(None);
+        };
+        let view = self.view(name)?;
+        if view.tasks.contains_key(&id) || id as usize >= view.split.len() {
+            return Ok(None);
+        }
+        let moving = || {
+            HerderError::Conflict(format!(
+                "Task {name}-{id} is not running on any worker now (the workers are rebalancing); try again"
+            ))
+        };
+        if last_hop {
+            return Err(moving());
+        }
+        match cluster.role() {
+            Role::Leader => cluster
+                .owner_of(&crate::storage::ConnectorTaskId::new(name, id))
+                .map(Some)
+                .ok_or_else(moving),
+            Role::Follower { leader_url } => Ok(Some(leader_url)),
+            Role::Unknown => Err(moving()),
+        }
+    }
+
     /// Distributed mode: the worker's cluster.
     pub fn cluster(&self) -> Option<&Arc<crate::distributed::cluster::Cluster>> {
         self.cluster.as_ref()

@@ -63,9 +63,7 @@ fn check_name(name: &str) -> Result<(), ApiError> {
 fn location(headers: &HeaderMap, scheme: Option<&Scheme>, name: &str) -> Option<HeaderValue> {
     let host = headers.get(header::HOST)?.to_str().ok()?;
     let scheme = scheme.map_or("http", |s| s.0);
-    let encoded: String = url::form_urlencoded::byte_serialize(name.as_bytes())
-        .collect::<String>()
-        .replace('+', "%20");
+    let encoded = crate::rest::path_segment(name);
     HeaderValue::from_str(&format!("{scheme}://{host}/connectors/{encoded}")).ok()
 }
 
@@ -295,12 +293,45 @@ pub async fn task_metrics(
     )))
 }
 
+/// `POST /connectors/{name}/tasks/{task}/restart`. In distributed mode a task that runs on
+/// another worker is restarted there: the request goes to the leader, which sends it to the
+/// task's worker with `forward=false` (Kafka Connect forwards it the same way), with the
+/// caller's credentials.
 pub async fn restart_task(
     State(herder): S,
     Path((name, task)): Path<(String, String)>,
-) -> Result<StatusCode, ApiError> {
-    herder.restart_task(&name, task_id(&name, &task)?).await?;
-    Ok(StatusCode::NO_CONTENT)
+    RawQuery(query): RawQuery,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    let id = task_id(&name, &task)?;
+    let last_hop = !query_flag(query.as_deref(), "forward", true);
+    if let Some(worker) = herder.task_elsewhere(&name, id, last_hop)?
+        && let Some(cluster) = herder.cluster()
+    {
+        let leader = cluster.role() == crate::distributed::cluster::Role::Leader;
+        let url = format!(
+            "{}/connectors/{}/tasks/{id}/restart{}",
+            worker.trim_end_matches('/'),
+            crate::rest::path_segment(&name),
+            if leader { "?forward=false" } else { "" }
+        );
+        let auth = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        let (status, body) = cluster
+            .forward_post(&url, auth)
+            .await
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, body).into_response();
+        response.headers_mut().insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        );
+        return Ok(response);
+    }
+    herder.restart_task(&name, id).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// `GET /connectors/{name}/offsets`: `{"offsets": [{"partition": {..}, "offset": {..}}]}`.

@@ -83,6 +83,13 @@ pub fn app(herder: Arc<Herder>, guard: auth::Guard, max_body: usize) -> Router {
         .layer(axum::middleware::map_response(json_errors))
 }
 
+/// `name` percent-encoded as one URL path segment.
+pub fn path_segment(name: &str) -> String {
+    url::form_urlencoded::byte_serialize(name.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
 /// The router over `herder`, guarded by `guard`.
 pub fn router(herder: Arc<Herder>, guard: auth::Guard) -> Router {
     use connectors as c;

@@ -71,6 +71,15 @@ pub enum ConfigRecord {
     },
     /// The operator's target state for a connector.
     Target { name: String, state: TargetState },
+    /// An operator's request to restart a connector (KIP-745), for every worker to act on
+    /// for what it runs: the connector instance unless `only_failed` and it is not FAILED, and
+    /// with `include_tasks` its tasks (only FAILED ones with `only_failed`). Changes nothing
+    /// stored. Distributed mode only.
+    Restart {
+        name: String,
+        include_tasks: bool,
+        only_failed: bool,
+    },
 }
 
 impl ConfigRecord {
@@ -80,7 +89,8 @@ impl ConfigRecord {
             ConfigRecord::Connector { name, .. }
             | ConfigRecord::Removed { name }
             | ConfigRecord::Tasks { name, .. }
-            | ConfigRecord::Target { name, .. } => name,
+            | ConfigRecord::Target { name, .. }
+            | ConfigRecord::Restart { name, .. } => name,
         }
     }
 }
@@ -183,6 +193,7 @@ impl ConfigState {
                     stored.target = *state;
                 }
             }
+            ConfigRecord::Restart { .. } => {}
         }
     }
 }
