@@ -1,7 +1,9 @@
 //! The herder: decides what runs. It owns the worker's shared parts (through [`Shared`]) and
 //! the lifecycle of connectors: create, reconfigure, pause, resume, stop, restart, delete, with
-//! configs and target states persisted in the data directory. Standalone mode: every task runs
-//! in this process.
+//! configs and target states persisted in the data directory (standalone) or on the cluster's
+//! topics (distributed). Standalone, every task runs in this process; distributed, only what
+//! the group's assignment gives this worker (`Herder::assign`, driven by
+//! `crate::distributed::cluster`).
 //!
 //! - [`Herder`] is the handle REST, the CLI and tests use. Changes go as messages to the control
 //!   loop (`control.rs`), which hands each connector's to its actor (`actor.rs`); reads are
@@ -92,7 +94,7 @@ pub struct TaskMetricsView {
     pub errors: serde_json::Value,
 }
 
-/// The standalone worker's herder.
+/// A worker's herder (standalone or distributed).
 pub struct Herder {
     shared: Arc<Shared>,
     /// The control loop's inbox.
