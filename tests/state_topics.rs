@@ -148,7 +148,7 @@ async fn appends_are_read_back_in_order_by_every_reader_and_fenced_writers_fail(
         }])
         .await
         .unwrap_err();
-    assert!(refused.contains("read only"), "{refused}");
+    assert!(refused.contains("not the group's leader"), "{refused}");
 
     // A second writer with the same transactional id (a new leader) fences the first: the old
     // one's writes fail and nobody reads them.
@@ -162,6 +162,7 @@ async fn appends_are_read_back_in_order_by_every_reader_and_fenced_writers_fail(
         late.is_err(),
         "a fenced writer's append must fail: {late:?}"
     );
+    assert!(!writer.is_writer(), "a fenced writer drops its producer");
     new_leader
         .append(vec![ConfigRecord::Target {
             name: "my-source".into(),
@@ -169,6 +170,19 @@ async fn appends_are_read_back_in_order_by_every_reader_and_fenced_writers_fail(
         }])
         .await
         .unwrap();
+    // A checked append sees everything stored before it, and stores nothing when refused.
+    let refused = new_leader
+        .append_checked(
+            vec![ConfigRecord::Removed {
+                name: "my-source".into(),
+            }],
+            |state| match state.connectors.get("my-source") {
+                Some(c) if c.target == TargetState::Running => Err("refused".into()),
+                _ => Ok(()),
+            },
+        )
+        .await;
+    assert_eq!(refused, Err("refused".into()));
     let state = open(&topic, None).read().unwrap();
     assert_eq!(state.connectors["my-source"].target, TargetState::Running);
     assert!(

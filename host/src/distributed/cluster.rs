@@ -34,6 +34,7 @@ use super::settings::DistributedSettings;
 use super::status_topic::KafkaStatusStore;
 use crate::herder::Herder;
 use crate::kafka::group::{Event, GroupMember, LeaderDuty, MemberConfig};
+use crate::storage::config::CONFLICT;
 use crate::storage::{ConfigEvent, ConfigLog, ConfigRecord, ConfigState, ConnectorTaskId};
 
 /// The internal endpoint a follower sends its appends to (on the leader).
@@ -51,6 +52,16 @@ const SIGNATURE_WINDOW: Duration = Duration::from_secs(300);
 /// How long the leader waits after a config event before it checks whether the connectors
 /// changed (the records of one change arrive together).
 const RECHECK_DELAY: Duration = Duration::from_millis(200);
+
+/// How often the leader checks that it is the config topic's writer with a current key.
+const UPKEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A session key is replaced after this long (Kafka Connect's `inter.worker.key.ttl.ms`
+/// default).
+const SESSION_KEY_TTL: Duration = Duration::from_secs(3600);
+
+/// After `CONFIG_MISMATCH`, members rejoin after this, giving the leader time to catch up.
+const MISMATCH_DELAY: Duration = Duration::from_millis(200);
 
 /// How long an append waits for the group to have a leader it can reach before it fails.
 const APPEND_PATIENCE: Duration = Duration::from_secs(60);
@@ -80,6 +91,11 @@ pub struct Cluster {
     /// On the leader: the REST URL of the worker each task was given to in its last
     /// assignment (where a request about a task is forwarded).
     task_owners: Arc<Mutex<BTreeMap<ConnectorTaskId, String>>>,
+    /// On the leader: when it last stored a session key.
+    key_written: Mutex<Option<Instant>>,
+    /// Signatures of the internal requests taken within the signature window, with their
+    /// times: a request is taken once (a captured one cannot be replayed).
+    seen: Mutex<std::collections::VecDeque<(u64, String)>>,
 }
 
 /// This worker in its group, as `GET /admin/cluster` shows it.
@@ -129,6 +145,8 @@ impl Cluster {
             http,
             settings,
             task_owners: Arc::default(),
+            key_written: Mutex::new(None),
+            seen: Mutex::new(std::collections::VecDeque::new()),
         }))
     }
 
@@ -196,11 +214,17 @@ impl Cluster {
         loop {
             let role = roles.borrow_and_update().clone();
             let outcome = match role {
-                Role::Leader if self.log.is_writer() => self
-                    .log
-                    .append(records.clone())
-                    .await
-                    .map_err(AppendError::Retry),
+                Role::Leader if self.log.is_writer() => {
+                    match self
+                        .log
+                        .append_checked(records.clone(), |s| creation_check(s, &records))
+                        .await
+                    {
+                        Ok(events) => Ok(events),
+                        Err(e) if e.starts_with(CONFLICT) => Err(AppendError::Final(e)),
+                        Err(e) => Err(AppendError::Retry(e)),
+                    }
+                }
                 Role::Leader | Role::Unknown => Err(AppendError::Retry(
                     "the workers' group is rebalancing".into(),
                 )),
@@ -285,6 +309,7 @@ impl Cluster {
                 "the leader at {leader_url} refused: {}",
                 message()
             ))),
+            409 => Err(AppendError::Final(format!("{CONFLICT}{}", message()))),
             _ => Err(AppendError::Final(message())),
         }
     }
@@ -331,27 +356,35 @@ impl Cluster {
         if self.role() != Role::Leader || !self.log.is_writer() {
             return Err((503, "this worker is not the group's leader".into()));
         }
+        {
+            let now = now_ms();
+            let window = SIGNATURE_WINDOW.as_millis() as u64;
+            let mut seen = lock(&self.seen);
+            while seen
+                .front()
+                .is_some_and(|(at, _)| now.saturating_sub(*at) > window)
+            {
+                seen.pop_front();
+            }
+            if seen.iter().any(|(_, s)| s == signature) {
+                return Err((403, "this signed request was already taken".into()));
+            }
+            seen.push_back((now, signature.to_owned()));
+        }
         #[derive(serde::Deserialize)]
         struct Body {
             records: Vec<ConfigRecord>,
         }
         let Body { records } = serde_json::from_slice(body)
             .map_err(|e| (400, format!("the records are not readable: {e}")))?;
-        // A creation (a config with its first target state) of a connector that exists lost a
-        // race with another worker's.
-        let state = self.log.snapshot();
-        for pair in records.windows(2) {
-            if let [
-                ConfigRecord::Connector { name, .. },
-                ConfigRecord::Target { name: target, .. },
-            ] = pair
-                && name == target
-                && state.connectors.contains_key(name)
-            {
-                return Err((409, format!("Connector {name} already exists")));
-            }
-        }
-        let events = self.log.append(records).await.map_err(|e| (500, e))?;
+        let events = self
+            .log
+            .append_checked(records.clone(), |s| creation_check(s, &records))
+            .await
+            .map_err(|e| match e.strip_prefix(CONFLICT) {
+                Some(conflict) => (409, conflict.to_owned()),
+                None => (500, e),
+            })?;
         Ok(events.into_iter().map(|e| e.offset).collect())
     }
 
@@ -384,6 +417,8 @@ impl Cluster {
         // When the leader next compares the connectors with its last assignment's: a short
         // while after a config event, so the records of one change make one rebalance.
         let mut recheck_at: Option<tokio::time::Instant> = None;
+        let mut upkeep = tokio::time::interval(UPKEEP_INTERVAL);
+        upkeep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 changed = stop.changed() => {
@@ -405,17 +440,33 @@ impl Cluster {
                         };
                         let leader = joined.leader_id == joined.member_id;
                         self.take_role(leader, &assignment).await;
+                        if leader {
+                            // Records read while this worker became leader may have changed
+                            // the connectors its assignment was computed from.
+                            recheck_at = Some(tokio::time::Instant::now() + RECHECK_DELAY);
+                        }
                         if assignment.error == CONFIG_MISMATCH {
                             tracing::info!(offset = assignment.config_offset, "the leader has not read the config topic as far as this worker; rejoining once it has");
                             // The leader catches up meanwhile (its reader never stops).
-                            self.read_to(assignment.config_offset).await;
-                            group.rejoin();
+                            rejoin_at = Some(tokio::time::Instant::now() + MISMATCH_DELAY);
                             continue;
                         }
-                        self.read_to(assignment.config_offset).await;
+                        if !self.read_to(assignment.config_offset).await {
+                            tracing::warn!(offset = assignment.config_offset, "the config topic was not read as far as the assignment within {} s; rejoining instead of running it", super::follower::READ_TIMEOUT.as_secs());
+                            rejoin_at = Some(tokio::time::Instant::now() + Duration::from_secs(1));
+                            continue;
+                        }
                         self.status.set_generation(joined.generation);
                         current.remove(&assignment.revoked);
                         current.add(&assignment.assigned);
+                        // Said before the work starts: a rejoin meanwhile (another rebalance)
+                        // reports what this worker is about to run, not what it ran, so the
+                        // leader never hands it to another member at the same time.
+                        duty.completed(joined.generation, Assignment {
+                            assigned: current.clone(),
+                            revoked: Work::default(),
+                            ..assignment.clone()
+                        });
                         tracing::info!(
                             generation = joined.generation,
                             leader,
@@ -426,11 +477,6 @@ impl Cluster {
                         );
                         herder.assign(current.clone(), self.log.snapshot().offset).await;
                         self.show(joined.generation, Some(assignment.leader_url.clone()), &current);
-                        duty.completed(joined.generation, Assignment {
-                            assigned: current.clone(),
-                            revoked: Work::default(),
-                            ..assignment.clone()
-                        });
                         if !assignment.revoked.is_empty() {
                             // What was revoked has stopped: the leader may give it away now.
                             group.rejoin();
@@ -455,6 +501,7 @@ impl Cluster {
                     rejoin_at = None;
                     group.rejoin();
                 }
+                _ = upkeep.tick() => self.keep_leading().await,
                 Some(_) = events.recv() => {
                     if self.role() == Role::Leader && recheck_at.is_none() {
                         recheck_at = Some(tokio::time::Instant::now() + RECHECK_DELAY);
@@ -480,40 +527,30 @@ impl Cluster {
     /// Out of the group: run nothing, and stop writing.
     async fn lose(&self, herder: &Herder, duty: &Duty, current: &mut Work) {
         self.role.send_replace(Role::Unknown);
+        self.log.stop_writing();
         *current = Work::default();
+        duty.lost();
         herder.assign(Work::default(), 0).await;
         self.show(-1, None, current);
-        duty.lost();
+        // The member held the fence shut when it lost the group; with everything stopped,
+        // sends may go out again once it is confirmed in a new generation.
+        if let Some(fence) = herder.fence() {
+            fence.release();
+        }
     }
 
     /// Take the role the new generation gives this worker: the leader becomes the config
     /// topic's writer (fencing the one before) and keeps a session key on it.
     async fn take_role(&self, leader: bool, assignment: &Assignment) {
         if leader {
-            if !self.log.is_writer() {
-                let log = Arc::clone(&self.log);
-                let id = self.transactional_id();
-                let became = tokio::task::spawn_blocking(move || log.become_writer(&id))
-                    .await
-                    .map_err(|e| e.to_string())
-                    .and_then(|r| r);
-                if let Err(e) = became {
-                    tracing::error!(
-                        "leading the group, but {e}; appends wait until this is resolved"
-                    );
-                    self.role.send_replace(Role::Unknown);
-                    return;
-                }
-                let mut key = [0u8; 32];
-                let stored = match openssl::rand::rand_bytes(&mut key) {
-                    Ok(()) => self.log.write_session_key(&key).await,
-                    Err(e) => Err(format!("cannot make a session key: {e}")),
-                };
-                if let Err(e) = stored {
-                    tracing::error!("{e}; followers cannot forward changes until a key is stored");
-                }
-            }
+            let was_leader = self.role() == Role::Leader;
             self.role.send_replace(Role::Leader);
+            if !was_leader {
+                // A new leader writes a new key (the old leader's may be known to whoever
+                // fenced it out).
+                lock(&self.key_written).take();
+            }
+            self.keep_leading().await;
         } else {
             self.log.stop_writing();
             self.role.send_replace(Role::Follower {
@@ -524,12 +561,68 @@ impl Cluster {
 
     /// Wait until this worker has read the config topic up to `offset` (bounded: the reader
     /// keeps up unless the broker does not answer, which the membership notices too).
-    async fn read_to(&self, offset: i64) {
+    async fn read_to(&self, offset: i64) -> bool {
         let deadline = tokio::time::Instant::now() + super::follower::READ_TIMEOUT;
-        while self.log.position() < offset && tokio::time::Instant::now() < deadline {
+        while self.log.position() < offset {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        true
     }
+
+    /// The leader's upkeep: be the config topic's writer (claimed again after a failure,
+    /// fencing whoever held it), and keep a session key there that is no older than
+    /// [`SESSION_KEY_TTL`].
+    async fn keep_leading(&self) {
+        if self.role() != Role::Leader {
+            return;
+        }
+        if !self.log.is_writer() {
+            let log = Arc::clone(&self.log);
+            let id = self.transactional_id();
+            let became = tokio::task::spawn_blocking(move || log.become_writer(&id))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r);
+            if let Err(e) = became {
+                tracing::error!("leading the group, but {e}; trying again");
+                return;
+            }
+            lock(&self.key_written).take();
+        }
+        let due = lock(&self.key_written).is_none_or(|at| at.elapsed() >= SESSION_KEY_TTL);
+        if due {
+            let mut key = [0u8; 32];
+            let stored = match openssl::rand::rand_bytes(&mut key) {
+                Ok(()) => self.log.write_session_key(&key).await,
+                Err(e) => Err(format!("cannot make a session key: {e}")),
+            };
+            match stored {
+                Ok(()) => *lock(&self.key_written) = Some(Instant::now()),
+                Err(e) => tracing::error!("{e}; trying again"),
+            }
+        }
+    }
+}
+
+/// Refuse (as a conflict) the creation of a connector `state` already has: a config with its
+/// first target state, which only a creation writes, for a name that exists lost a race with
+/// another worker's creation.
+fn creation_check(state: &ConfigState, records: &[ConfigRecord]) -> Result<(), String> {
+    for pair in records.windows(2) {
+        if let [
+            ConfigRecord::Connector { name, .. },
+            ConfigRecord::Target { name: target, .. },
+        ] = pair
+            && name == target
+            && state.connectors.contains_key(name)
+        {
+            return Err(format!("{CONFLICT}Connector {name} already exists"));
+        }
+    }
+    Ok(())
 }
 
 fn now_ms() -> u64 {

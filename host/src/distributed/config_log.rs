@@ -204,6 +204,103 @@ impl KafkaConfigLog {
     }
 }
 
+impl KafkaConfigLog {
+    /// Append `records` if `check` accepts the state as of everything stored before them:
+    /// the topic is read to its end under the writer's lock, so no append of this writer
+    /// comes between the check and the write (the writer is the only one).
+    pub async fn append_checked(
+        &self,
+        records: Vec<ConfigRecord>,
+        check: impl FnOnce(&ConfigState) -> Result<(), String>,
+    ) -> Result<Vec<ConfigEvent>, String> {
+        let writing = self.writing.lock().await;
+        crate::kafka::blocking(|| self.follower.read_to_end())?;
+        check(&self.snapshot())?;
+        self.transact(records, writing).await
+    }
+
+    /// Store `records` in one transaction; `_writing` is the writer's lock, held throughout.
+    /// A failure drops the producer (a fenced or broken one cannot go on); the leader claims
+    /// the writer again.
+    async fn transact(
+        &self,
+        records: Vec<ConfigRecord>,
+        _writing: tokio::sync::MutexGuard<'_, ()>,
+    ) -> Result<Vec<ConfigEvent>, String> {
+        let topic = self.shared.topic.clone();
+        let failed = |e: String| format!("cannot write to the config topic {topic}: {e}");
+        let Some(producer) = self.producer() else {
+            // Only the group's leader writes, in transactions (all or nothing, fenced).
+            return Err(failed(
+                "this worker is not the group's leader, which alone writes it; try again".into(),
+            ));
+        };
+        let begin = producer.clone();
+        tokio::task::spawn_blocking(move || begin.begin_transaction())
+            .await
+            .map_err(|e| failed(e.to_string()))?
+            .map_err(|e| failed(e.to_string()))?;
+        let mut sent = Vec::new();
+        let mut outcome = Ok(());
+        'records: for record in &records {
+            let encoded = encode(record);
+            let last = encoded.len().saturating_sub(1);
+            let mut deliveries = Vec::new();
+            for (key, value) in &encoded {
+                let mut produced = FutureRecord::to(&topic).partition(0).key(key.as_str());
+                if let Some(value) = value {
+                    produced = produced.payload(value.as_slice());
+                }
+                match producer.send_result(produced) {
+                    Ok(delivery) => deliveries.push(delivery),
+                    Err((e, _)) => {
+                        outcome = Err(failed(e.to_string()));
+                        break 'records;
+                    }
+                }
+            }
+            // The record that completes it: a split's commit, a removal's first
+            // tombstone (see `encode`).
+            let completing = match record {
+                ConfigRecord::Tasks { .. } => last,
+                _ => 0,
+            };
+            sent.push((deliveries, completing));
+        }
+        if outcome.is_ok() {
+            let producer = producer.clone();
+            outcome = tokio::task::spawn_blocking(move || producer.commit_transaction(TIMEOUT))
+                .await
+                .map_err(|e| failed(e.to_string()))
+                .and_then(|r| r.map_err(|e| failed(e.to_string())));
+        }
+        let mut events = Vec::with_capacity(records.len());
+        for ((deliveries, completing), record) in sent.into_iter().zip(records) {
+            let mut offset = None;
+            for (i, delivery) in deliveries.into_iter().enumerate() {
+                match delivery.await {
+                    Ok(Ok(delivered)) if i == completing => offset = Some(delivered.offset),
+                    Ok(Ok(_)) => {}
+                    Ok(Err((e, _))) => outcome = outcome.and(Err(failed(e.to_string()))),
+                    Err(_) => outcome = outcome.and(Err(failed("the producer went away".into()))),
+                }
+            }
+            if let Some(offset) = offset {
+                events.push(ConfigEvent {
+                    offset: u64::try_from(offset + 1).unwrap_or(0),
+                    record,
+                });
+            }
+        }
+        if let Err(e) = outcome {
+            let _ = tokio::task::spawn_blocking(move || producer.abort_transaction(TIMEOUT)).await;
+            self.stop_writing();
+            return Err(e);
+        }
+        Ok(events)
+    }
+}
+
 /// One record of the topic, read: into the state and to subscribers, if it completes anything.
 fn apply(shared: &Shared, reader: &mut Reader, record: Record<'_>) {
     let key = record
@@ -265,82 +362,9 @@ impl ConfigLog for KafkaConfigLog {
         records: Vec<ConfigRecord>,
     ) -> BoxFuture<'_, Result<Vec<ConfigEvent>, String>> {
         Box::pin(async move {
-            let topic = self.shared.topic.clone();
-            let failed = |e: String| format!("cannot write to the config topic {topic}: {e}");
             // One transaction at a time on the producer; appends are rare.
-            let _writing = self.writing.lock().await;
-            let Some(producer) = self.producer() else {
-                // Only the group's leader writes, in transactions (all or nothing, fenced).
-                return Err(failed(
-                    "this worker is not the group's leader, which alone writes it; try again"
-                        .into(),
-                ));
-            };
-            let begin = producer.clone();
-            tokio::task::spawn_blocking(move || begin.begin_transaction())
-                .await
-                .map_err(|e| failed(e.to_string()))?
-                .map_err(|e| failed(e.to_string()))?;
-            let mut sent = Vec::new();
-            let mut outcome = Ok(());
-            'records: for record in &records {
-                let encoded = encode(record);
-                let last = encoded.len().saturating_sub(1);
-                let mut deliveries = Vec::new();
-                for (key, value) in &encoded {
-                    let mut produced = FutureRecord::to(&topic).partition(0).key(key.as_str());
-                    if let Some(value) = value {
-                        produced = produced.payload(value.as_slice());
-                    }
-                    match producer.send_result(produced) {
-                        Ok(delivery) => deliveries.push(delivery),
-                        Err((e, _)) => {
-                            outcome = Err(failed(e.to_string()));
-                            break 'records;
-                        }
-                    }
-                }
-                // The record that completes it: a split's commit, a removal's first
-                // tombstone (see `encode`).
-                let completing = match record {
-                    ConfigRecord::Tasks { .. } => last,
-                    _ => 0,
-                };
-                sent.push((deliveries, completing));
-            }
-            if outcome.is_ok() {
-                let producer = producer.clone();
-                outcome = tokio::task::spawn_blocking(move || producer.commit_transaction(TIMEOUT))
-                    .await
-                    .map_err(|e| failed(e.to_string()))
-                    .and_then(|r| r.map_err(|e| failed(e.to_string())));
-            }
-            let mut events = Vec::with_capacity(records.len());
-            for ((deliveries, completing), record) in sent.into_iter().zip(records) {
-                let mut offset = None;
-                for (i, delivery) in deliveries.into_iter().enumerate() {
-                    match delivery.await {
-                        Ok(Ok(delivered)) if i == completing => offset = Some(delivered.offset),
-                        Ok(Ok(_)) => {}
-                        Ok(Err((e, _))) => outcome = outcome.and(Err(failed(e.to_string()))),
-                        Err(_) => {
-                            outcome = outcome.and(Err(failed("the producer went away".into())))
-                        }
-                    }
-                }
-                if let Some(offset) = offset {
-                    events.push(ConfigEvent {
-                        offset: u64::try_from(offset + 1).unwrap_or(0),
-                        record,
-                    });
-                }
-            }
-            if let Err(e) = outcome {
-                let _ =
-                    tokio::task::spawn_blocking(move || producer.abort_transaction(TIMEOUT)).await;
-                return Err(e);
-            }
-            Ok(events)
+            let writing = self.writing.lock().await;
+            self.transact(records, writing).await
         })
     }
 

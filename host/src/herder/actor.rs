@@ -593,6 +593,9 @@ impl<W: Runtime> Actor<W> {
     /// Append `records` to the config log; their first and last offsets once stored.
     async fn append(&self, records: Vec<ConfigRecord>) -> Result<(u64, u64), HerderError> {
         let events = self.log.append(records).await.map_err(|e| {
+            if let Some(conflict) = e.strip_prefix(crate::storage::config::CONFLICT) {
+                return HerderError::Conflict(conflict.to_owned());
+            }
             HerderError::Internal(format!(
                 "the change to connector {} was not stored, so nothing changed: {e}",
                 self.name
@@ -1648,6 +1651,13 @@ impl<W: Runtime> Actor<W> {
             capacity.release(&self.name);
             return Ok(());
         }
+        // A worker's capacity holds what runs on it: in distributed mode, its share.
+        let tasks = match &self.share {
+            Share::All => tasks,
+            Share::Assigned { tasks: own, .. } => {
+                own.iter().filter(|t| (**t as usize) < tasks).count()
+            }
+        };
         capacity
             .admit(&self.name, connector.claim(tasks))
             .map_err(|p| HerderError::BadRequest(problems_message(&self.name, &[p])))
@@ -1739,6 +1749,28 @@ impl<W: Runtime> Actor<W> {
             (true, false) => self.demote().await,
             (false, true) => self.promote().await,
             _ => {}
+        }
+        // This worker's capacity holds its new share, or the share does not run here.
+        if self.runnable()
+            && let (Some(connector), Some(split)) = (self.connector(), &self.split)
+            && let Err(e) = self.admit(&connector, split.len(), self.target)
+        {
+            tracing::error!(connector = %self.name, "the tasks assigned to this worker do not run here: {e}");
+            let not_running: Vec<u32> = (0..split.len() as u32)
+                .filter(|t| self.share.task(*t) && !self.running.contains_key(t))
+                .collect();
+            for task in not_running {
+                self.worker.status().put_task(
+                    &ConnectorTaskId::new(&self.name, task),
+                    StoredStatus {
+                        state: "FAILED",
+                        trace: Some(e.to_string()),
+                        worker_id: self.worker.worker_id().to_owned(),
+                    },
+                );
+            }
+            self.publish();
+            return;
         }
         self.start_tasks();
         self.publish();

@@ -247,8 +247,10 @@ impl<W: Runtime> ControlLoop<W> {
                     Some(slot) => {
                         let _ = slot.actor.commands.send(Command::Stored(event));
                     }
-                    // Distributed: a connector another worker stored.
+                    // Distributed: a connector another worker stored (once the plugins are
+                    // loaded; `Load` restores everything stored until then).
                     None if self.work.is_some()
+                        && self.started.is_none()
                         && matches!(event.record, ConfigRecord::Connector { .. }) =>
                     {
                         self.follow(&name);
@@ -260,7 +262,7 @@ impl<W: Runtime> ControlLoop<W> {
             Message::Gone { name, then } => {
                 self.slots.remove(&name);
                 then();
-                if self.work.is_some() {
+                if self.work.is_some() && self.started.is_none() {
                     // Its actor may have gone (a create refused here) while another worker's
                     // record of the same name was on its way to it.
                     self.follow(&name);
@@ -358,10 +360,9 @@ impl<W: Runtime> ControlLoop<W> {
         };
         self.work = Some(work);
         let mut done = Vec::new();
+        // Connectors being deleted too: until their removal is stored they run, and must stop
+        // what is no longer this worker's.
         for (name, slot) in &self.slots {
-            if slot.deleting {
-                continue;
-            }
             let (reply, assigned) = oneshot::channel();
             let share = self.share_of(name);
             if slot

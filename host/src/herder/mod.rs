@@ -118,6 +118,18 @@ pub struct Herder {
     cluster: Option<Arc<crate::distributed::cluster::Cluster>>,
 }
 
+/// How far a request about a task has been forwarded between a cluster's workers (the
+/// `forward` query parameter: absent, `leader`, `false`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hop {
+    /// From a client.
+    FromClient,
+    /// From a worker to the leader.
+    ToLeader,
+    /// From the leader to the worker that runs the task: the last hop.
+    ToOwner,
+}
+
 /// Where a worker keeps its state: its data directory (standalone), or the cluster's topics.
 enum Stores {
     Standalone,
@@ -279,13 +291,13 @@ impl Herder {
     /// Distributed mode: the worker a request about task `id` of connector `name` goes to,
     /// when the task does not run here: the leader, which knows where each task runs, or (on
     /// the leader) the task's worker. `Ok(None)`: it is this worker's to answer (the task runs
-    /// here, is not in the split, or the mode is standalone). `last_hop`: the request was
-    /// already forwarded to the worker that should run it, so it goes no further.
+    /// here, is not in the split, or the mode is standalone). `hop`: how far the request has
+    /// come (at most client → a worker → the leader → the task's worker).
     pub fn task_elsewhere(
         &self,
         name: &str,
         id: u32,
-        last_hop: bool,
+        hop: Hop,
     ) -> Result<Option<String>, HerderError> {
         use crate::distributed::cluster::Role;
         let Some(cluster) = &self.cluster else {
@@ -300,16 +312,15 @@ impl Herder {
                 "Task {name}-{id} is not running on any worker now (the workers are rebalancing); try again"
             ))
         };
-        if last_hop {
-            return Err(moving());
-        }
-        match cluster.role() {
-            Role::Leader => cluster
+        match (cluster.role(), hop) {
+            (_, Hop::ToOwner) => Err(moving()),
+            (Role::Leader, _) => cluster
                 .owner_of(&crate::storage::ConnectorTaskId::new(name, id))
                 .map(Some)
                 .ok_or_else(moving),
-            Role::Follower { leader_url } => Ok(Some(leader_url)),
-            Role::Unknown => Err(moving()),
+            (Role::Follower { leader_url }, Hop::FromClient) => Ok(Some(leader_url)),
+            // Sent here as to the leader, which this worker is not (any more).
+            (Role::Follower { .. }, Hop::ToLeader) | (Role::Unknown, _) => Err(moving()),
         }
     }
 

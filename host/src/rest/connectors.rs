@@ -303,17 +303,26 @@ pub async fn restart_task(
     RawQuery(query): RawQuery,
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
+    use crate::herder::Hop;
     let id = task_id(&name, &task)?;
-    let last_hop = !query_flag(query.as_deref(), "forward", true);
-    if let Some(worker) = herder.task_elsewhere(&name, id, last_hop)?
+    let forward = query
+        .as_deref()
+        .and_then(|q| url::form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "forward"))
+        .map(|(_, v)| v.into_owned());
+    let hop = match forward.as_deref() {
+        Some("leader") => Hop::ToLeader,
+        Some(v) if v.eq_ignore_ascii_case("false") => Hop::ToOwner,
+        _ => Hop::FromClient,
+    };
+    if let Some(worker) = herder.task_elsewhere(&name, id, hop)?
         && let Some(cluster) = herder.cluster()
     {
         let leader = cluster.role() == crate::distributed::cluster::Role::Leader;
         let url = format!(
-            "{}/connectors/{}/tasks/{id}/restart{}",
+            "{}/connectors/{}/tasks/{id}/restart?forward={}",
             worker.trim_end_matches('/'),
             crate::rest::path_segment(&name),
-            if leader { "?forward=false" } else { "" }
+            if leader { "false" } else { "leader" }
         );
         let auth = headers
             .get(axum::http::header::AUTHORIZATION)

@@ -220,6 +220,10 @@ pub trait ConfigLog: Send + Sync + 'static {
     fn subscribe(&self) -> mpsc::UnboundedReceiver<ConfigEvent>;
 }
 
+/// How an append's error starts when the log refused the records because of what it holds
+/// (a creation of a connector another writer created first): a conflict, not a failure.
+pub const CONFLICT: &str = "conflict: ";
+
 /// Whether two splits are the same: task by task, the same keys with the same values, in any
 /// order (a plugin need not return its keys in the same order every time).
 pub fn same_split(a: &[Pairs], b: &[Pairs]) -> bool {

@@ -9,9 +9,14 @@
 //! meanwhile finds out whether it is still in the group (it reopens the fence) or not (the
 //! worker stops the tasks, whose waiting sends are dropped with them, uncommitted).
 //!
-//! Invariant: the fence is open only while the coordinator cannot yet have expelled the member.
+//! When the member learns it is out of the group it also holds the fence shut until its owner
+//! has stopped the work it ran ([`Fence::release`]): a quick rejoin must not let the sends of
+//! tasks still stopping go out.
+//!
+//! Invariant: the fence is open only while the coordinator cannot yet have expelled the member,
+//! and never while work of a lost membership is still stopping.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How often a closed fence is looked at again by a waiting sender.
@@ -23,6 +28,8 @@ pub struct Fence {
     epoch: Instant,
     /// Microseconds since `epoch` until which the fence is open (0: closed).
     until_us: AtomicU64,
+    /// Shut whatever the deadline says, until released.
+    held: AtomicBool,
 }
 
 impl Default for Fence {
@@ -37,6 +44,7 @@ impl Fence {
         Self {
             epoch: Instant::now(),
             until_us: AtomicU64::new(0),
+            held: AtomicBool::new(false),
         }
     }
 
@@ -51,9 +59,21 @@ impl Fence {
         self.until_us.store(0, Ordering::Release);
     }
 
+    /// Hold it shut (the membership was lost) until [`Fence::release`].
+    pub fn hold(&self) {
+        self.held.store(true, Ordering::Release);
+        self.close();
+    }
+
+    /// The work of the lost membership has stopped: the deadline alone decides again.
+    pub fn release(&self) {
+        self.held.store(false, Ordering::Release);
+    }
+
     /// Whether sends may go out now.
     pub fn is_open(&self) -> bool {
-        (self.epoch.elapsed().as_micros() as u64) < self.until_us.load(Ordering::Acquire)
+        !self.held.load(Ordering::Acquire)
+            && (self.epoch.elapsed().as_micros() as u64) < self.until_us.load(Ordering::Acquire)
     }
 
     /// Wait until sends may go out.
@@ -86,5 +106,11 @@ mod tests {
         fence.open_until(Instant::now() + Duration::from_secs(60));
         fence.close();
         assert!(!fence.is_open());
+        // Held: a confirmation does not open it until released.
+        fence.hold();
+        fence.open_until(Instant::now() + Duration::from_secs(60));
+        assert!(!fence.is_open(), "held");
+        fence.release();
+        assert!(fence.is_open());
     }
 }

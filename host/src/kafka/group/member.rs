@@ -285,6 +285,10 @@ impl Member {
         self.close_fence();
         self.generation = -1;
         if self.holding {
+            // Shut until the owner has stopped the work (it releases the fence).
+            if let Some(fence) = &self.config.fence {
+                fence.hold();
+            }
             self.holding = false;
             let _ = self.events.send(Event::Lost(reason));
         }
