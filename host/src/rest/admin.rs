@@ -170,7 +170,7 @@ pub async fn internal_append(
     use crate::distributed::cluster::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
     use axum::response::IntoResponse;
     let Some(cluster) = herder.cluster() else {
-        return super::error::ApiError::not_found(super::UNKNOWN_ENDPOINT).into_response();
+        return ApiError::not_found("This worker is not in distributed mode").into_response();
     };
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     match cluster

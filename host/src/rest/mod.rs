@@ -52,9 +52,11 @@ pub const ENDPOINTS: &[(&str, &str)] = &[
     ("GET", "/connector-plugins"),
     ("GET", "/connector-plugins/{plugin}/config"),
     ("PUT", "/connector-plugins/{plugin}/config/validate"),
+    ("GET", "/admin/cluster"),
     ("GET", "/admin/loggers"),
     ("GET", "/admin/loggers/{logger}"),
     ("PUT", "/admin/loggers/{logger}"),
+    ("POST", "/internal/config/append"),
 ];
 
 /// The message of the 404 for paths that are not endpoints (tests tell it apart from a 404 for
