@@ -236,8 +236,14 @@ async fn a_killed_worker_s_tasks_resume_elsewhere_from_its_flushed_offsets_losin
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_paused_worker_whose_tasks_moved_produces_nothing_for_them_when_it_continues() {
-    const RATE: u64 = 3000;
-    const PER_TASK: u64 = RATE / 3;
+    // Slow tasks: between polls a task waits in the host, not inside a plugin call, so when
+    // the worker continues nothing but the fence (and the membership noticing it is out of the
+    // group) stands between a stale instance and the topic. (Busy tasks are usually caught
+    // inside a plugin call, which then passes its wall-clock deadline and traps: they would
+    // not prove the fence.) Two tasks on each worker: each stale instance races the
+    // membership's discovery that it is out of the group, so the more the surer the test.
+    const TASKS: usize = 6;
+    const PER_TASK: u64 = 30;
     let dir = tempfile::tempdir().unwrap();
     let cluster = Cluster::start(dir.path(), 3, &[]);
     let follower = cluster.follower();
@@ -245,14 +251,15 @@ async fn a_paused_worker_whose_tasks_moved_produces_nothing_for_them_when_it_con
     let topic = unique_topic("dist-pause");
     block(async {
         create_topic(&topic, 3).await;
-        // Busy tasks: a stale instance that went on after the pause would send at once.
-        let datagen = json!({"connector.class": "datagen", "topic": topic, "tasks.max": "3",
-            "rate": RATE.to_string(), "value.converter": "string"});
+        // A stale instance that went on after the pause would send at once: records were due
+        // all along.
+        let datagen = json!({"connector.class": "datagen", "topic": topic, "tasks.max": TASKS.to_string(),
+            "rate": (PER_TASK * TASKS as u64).to_string(), "value.converter": "string"});
         assert_eq!(create(&url, "gen", datagen).await, StatusCode::CREATED);
     });
     let mut owners = None;
     assert!(eventually(Duration::from_secs(60), || {
-        owners = running_tasks(&url, "gen", 3);
+        owners = running_tasks(&url, "gen", TASKS);
         owners.is_some()
     }));
     let owners = owners.unwrap();
@@ -273,10 +280,12 @@ async fn a_paused_worker_whose_tasks_moved_produces_nothing_for_them_when_it_con
     cluster.node(paused).worker.signal("STOP");
     let mut after = None;
     let moved_away = eventually(SESSION + DELAY + Duration::from_secs(30), || {
-        after = running_tasks(&url, "gen", 3);
+        after = running_tasks(&url, "gen", TASKS);
         after.as_ref().is_some_and(|a| !a.contains(&paused_id))
     });
-    std::thread::sleep(Duration::from_secs(2));
+    // The new owners run well ahead of where the paused instances stopped: a stale record
+    // is then far behind (see below), a legitimate move back only a flush interval behind.
+    std::thread::sleep(Duration::from_secs(8));
     let continued = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -301,8 +310,8 @@ async fn a_paused_worker_whose_tasks_moved_produces_nothing_for_them_when_it_con
 
     // The stale instance of a moved task would go on from where it was when paused: records
     // made after the worker continued with sequence numbers far behind what the task had
-    // reached by then (seconds of records behind). A task that moves back to it legitimately
-    // resumes from the last flushed offset, a fraction of a second behind.
+    // reached by then (the 8 s its new owner ran of records behind). A task that moves back to
+    // it legitimately resumes from the last flushed offset, a fraction of a second behind.
     let records = datagen_records(&topic, usize::MAX, Duration::from_secs(8));
     let mut reached: BTreeMap<u64, u64> = BTreeMap::new();
     for (_, task, seq, ts) in &records {

@@ -258,6 +258,60 @@ pub fn first_since(
     bail!("no record of {topic} from offset {from} stamped at or after {since} within {timeout:?}")
 }
 
+/// For each of `tasks`, the append time of the first record of partition 0 of `topic`, from
+/// offset `from` on, appended at or after `since` (ms since the epoch), whose value names that
+/// task (`"task":i`, as datagen's values and the benchmark's Java source with `tag.task` do);
+/// waits up to `timeout` for all of them.
+pub fn first_per_task(
+    bootstrap: &str,
+    topic: &str,
+    from: i64,
+    since: i64,
+    tasks: &[u32],
+    timeout: Duration,
+) -> Result<std::collections::BTreeMap<u32, i64>> {
+    let consumer = reader_at(bootstrap, topic, from)?;
+    let mut found = std::collections::BTreeMap::new();
+    let deadline = Instant::now() + timeout;
+    while found.len() < tasks.len() {
+        if Instant::now() > deadline {
+            let missing: Vec<&u32> = tasks.iter().filter(|t| !found.contains_key(*t)).collect();
+            bail!("no record of tasks {missing:?} in {topic} since {since} within {timeout:?}");
+        }
+        let Some(message) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        let message = message?;
+        let appended = message
+            .timestamp()
+            .to_millis()
+            .context("record without a timestamp")?;
+        if appended < since {
+            continue;
+        }
+        if let Some(task) = task_of(message.payload().unwrap_or_default())
+            && tasks.contains(&task)
+        {
+            found.entry(task).or_insert(appended);
+        }
+    }
+    Ok(found)
+}
+
+/// The task a value names (`"task":i`), if it names one.
+fn task_of(value: &[u8]) -> Option<u32> {
+    const TAG: &[u8] = b"\"task\":";
+    let at = value.windows(TAG.len()).position(|w| w == TAG)? + TAG.len();
+    let digits = value[at..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    std::str::from_utf8(&value[at..at + digits])
+        .ok()?
+        .parse()
+        .ok()
+}
+
 /// For every record of partition 0 of `topic` at offsets `from..to`, whose value starts with
 /// the time (ms since the epoch) it was due: the broker's append time minus that, in ms.
 pub fn stamped_latencies(bootstrap: &str, topic: &str, from: i64, to: i64) -> Result<Vec<i64>> {
@@ -297,4 +351,20 @@ pub fn stamped_latencies(bootstrap: &str, topic: &str, from: i64, to: i64) -> Re
         latencies.push(appended - due);
     }
     Ok(latencies)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::task_of;
+
+    #[test]
+    fn values_name_their_task() {
+        assert_eq!(
+            task_of(br#"{"id":7,"task":12,"seq":3,"payload":"x"}"#),
+            Some(12)
+        );
+        assert_eq!(task_of(br#"{"task":0,"seq":9}"#), Some(0));
+        assert_eq!(task_of(b"1700000000000     "), None);
+        assert_eq!(task_of(br#"{"task":"x"}"#), None);
+    }
 }

@@ -6,7 +6,7 @@
 //! ```text
 //! wasm-connect-bench run [--smoke | --quick] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
 //!                        [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap ADDR]
-//!                        [--only startup,source,compression,sink,latency,density]
+//!                        [--only startup,source,compression,sink,latency,density,cluster]
 //! wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS [COMPRESSION]]]
 //! wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE [file|drop [THREADS]]
 //! ```
@@ -15,6 +15,7 @@
 //! test broker of `scripts/kafka`). `WASM_CONNECT_BENCH_KEEP` set to anything keeps the run's
 //! directories.
 
+mod cluster;
 mod kafka;
 mod measure;
 mod native;
@@ -61,6 +62,7 @@ pub const GROUPS: &[&str] = &[
     "sink",
     "latency",
     "density",
+    "cluster",
 ];
 
 impl Options {
@@ -178,7 +180,7 @@ const USAGE: &str = "\
 usage:
   wasm-connect-bench run [--smoke | --quick] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
                          [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap HOST:PORT]
-                         [--only startup,source,compression,sink,latency,density]
+                         [--only startup,source,compression,sink,latency,density,cluster]
   wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS [COMPRESSION]]]
   wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE [file|drop [THREADS]]
 

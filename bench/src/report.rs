@@ -799,6 +799,10 @@ fn render(options: &Options, results: &Results) -> String {
         }
     }
 
+    if !results.cluster.is_empty() {
+        cluster_section(&mut md, &results.cluster);
+    }
+
     let _ = writeln!(md, "\n## Peak memory (resident set, MiB)\n");
     let _ = writeln!(
         md,
@@ -1064,6 +1068,73 @@ fn reach(md: &mut String, runs: &[Run]) {
                 Some(_) => "**no**",
                 None => "—",
             }
+        );
+    }
+}
+
+/// The distributed section: three workers of each system, medians over repetitions with their
+/// range, and the paired ratios (Kafka Connect's time over wasm-connect's).
+fn cluster_section(md: &mut String, runs: &[crate::cluster::ClusterRun]) {
+    use crate::cluster::{IN_FLIGHT_MS, RATE_PER_TASK, TASKS_AFTER, TASKS_BEFORE};
+    let session = runs.first().map_or(0, |r| r.session_ms);
+    let _ = writeln!(
+        md,
+        "\n## Distributed mode: three workers, a worker's death and a reconfiguration (ms)\n"
+    );
+    let _ = writeln!(
+        md,
+        "Three workers of each system in distributed mode on the same broker, with the same group settings: `session.timeout.ms={session}` (a full run uses Kafka Connect's defaults, 10000 with `heartbeat.interval.ms=3000`; a smoke run 6000 and 2000), `scheduled.rebalance.max.delay.ms=0` (Connect's default of five minutes would make the failover that delay on both), Kafka Connect at its defaults otherwise. The first worker starts alone (the broker makes it the leader), then the other two. One source connector whose records name their task, {RATE_PER_TASK} records a second per task: wasm-connect's `datagen`, Kafka Connect's benchmark `RateSourceConnector` (`tag.task`), created through a follower. **Reconfiguration**: `tasks.max` {TASKS_BEFORE} → {TASKS_AFTER} sent to a follower, until the first record of the slowest new task. **Failover**: `kill -9` of the follower with the most tasks, until the first record of the slowest of its tasks written by another worker (records appended within {IN_FLIGHT_MS} ms of the kill are not counted: they may be the dead worker's). Every time is the broker's append time. No member can be declared dead before its session times out, up to one heartbeat interval after its last heartbeat: that is the floor of the failover for both. CPU: the three workers over the span from before the reconfiguration to the kill, per million records written in it (at this rate mostly what the cluster costs to keep, not per-record work). Medians over repetitions, with their range; the ratio is Connect's time over ours, paired per repetition.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| system | failover | reconfiguration | tasks moved | CPU s per M records | peak RSS, 3 workers (MiB) |\n|---|---|---|---|---|---|"
+    );
+    let mut systems: Vec<&str> = Vec::new();
+    for r in runs {
+        if !systems.contains(&r.system) {
+            systems.push(r.system);
+        }
+    }
+    for system in &systems {
+        let of = |f: &dyn Fn(&crate::cluster::ClusterRun) -> Option<f64>| {
+            let values: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.system == *system)
+                .filter_map(f)
+                .collect();
+            Summary::of(&values)
+        };
+        let _ = writeln!(
+            md,
+            "| {system} | {} | {} | {} | {} | {} |",
+            cell(of(&|r| Some(r.failover_ms)), " ms", 1.0),
+            cell(of(&|r| Some(r.reconfigure_ms)), " ms", 1.0),
+            cell(of(&|r| Some(r.moved_tasks as f64)), "", 1.0),
+            decimal_cell(of(&|r| r.cpu_s_per_m)),
+            cell(of(&|r| r.peak_rss_kib.map(|k| k as f64)), "", 1024.0),
+        );
+    }
+    let ours = crate::systems::System::WasmConnect.name();
+    if let [theirs] = systems
+        .iter()
+        .copied()
+        .filter(|s| *s != ours)
+        .collect::<Vec<_>>()[..]
+    {
+        let pairs = |f: fn(&crate::cluster::ClusterRun) -> f64| -> Vec<f64> {
+            runs.iter()
+                .filter(|r| r.system == theirs)
+                .filter_map(|t| {
+                    let o = runs.iter().find(|r| r.system == ours && r.rep == t.rep)?;
+                    (f(o) > 0.0).then(|| f(t) / f(o))
+                })
+                .collect()
+        };
+        let _ = writeln!(
+            md,
+            "\n{theirs} / {ours}, paired: failover {}, reconfiguration {}.",
+            decimal_cell(Summary::of(&pairs(|r| r.failover_ms))),
+            decimal_cell(Summary::of(&pairs(|r| r.reconfigure_ms))),
         );
     }
 }

@@ -70,8 +70,8 @@ pub const CONNECT_TUNED: &[(&str, &str)] = &[
     ("consumer.max.poll.records", "2000"),
 ];
 
-/// `connect-standalone.sh`'s heap settings.
-const CONNECT_HEAP: &[&str] = &["-Xms256M", "-Xmx2G"];
+/// `connect-standalone.sh`'s (and `connect-distributed.sh`'s) heap settings.
+pub const CONNECT_HEAP: &[&str] = &["-Xms256M", "-Xmx2G"];
 
 /// Where things are.
 pub struct Env {
@@ -123,7 +123,8 @@ pub struct Running {
 }
 
 impl Running {
-    fn spawn(mut command: Command, log: PathBuf) -> Result<Self> {
+    /// Start `command` with its stdout and stderr in `log`.
+    pub fn spawn(mut command: Command, log: PathBuf) -> Result<Self> {
         let out = fs::File::create(&log)?;
         let started_ms = now_ms();
         let child = command
@@ -224,7 +225,8 @@ impl Running {
     }
 }
 
-fn write_properties(path: &Path, pairs: &[(&str, String)]) -> Result<()> {
+/// Write `pairs` as a Java properties file.
+pub fn write_properties(path: &Path, pairs: &[(&str, String)]) -> Result<()> {
     let text: String = pairs.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
     fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
@@ -241,7 +243,7 @@ pub fn sink_name(dir: &Path) -> String {
 }
 
 /// A free loopback port (for Kafka Connect's REST listener).
-fn free_port() -> Result<u16> {
+pub fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
@@ -586,10 +588,6 @@ impl Env {
         tuned: bool,
         heap: &[&str],
     ) -> Result<Running> {
-        let libs = self
-            .connect_libs
-            .as_ref()
-            .context("Kafka Connect's jars are not available")?;
         let string = "org.apache.kafka.connect.storage.StringConverter".to_owned();
         let rest = format!("http://127.0.0.1:{}", free_port()?);
         let mut worker = vec![
@@ -628,25 +626,8 @@ impl Env {
         let worker_file = dir.join("connect-standalone.properties");
         write_properties(&worker_file, &worker)?;
         let connector_files = write_connectors(dir, &connectors)?;
-        let log4j = dir.join("log4j2.properties");
-        fs::write(
-            &log4j,
-            "rootLogger.level = warn\nrootLogger.appenderRef.out.ref = out\nappender.out.type = Console\nappender.out.target = SYSTEM_ERR\nappender.out.name = out\nappender.out.layout.type = PatternLayout\nappender.out.layout.pattern = %d %p %c %m%n\n",
-        )?;
-        let mut command = Command::new("java");
-        command
-            .args(heap)
-            .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
-            .arg("-cp")
-            .arg(format!(
-                "{}/*:{}",
-                libs.display(),
-                self.connect_sinks.as_deref().unwrap_or(libs).display()
-            ))
-            .arg("org.apache.kafka.connect.cli.ConnectStandalone")
-            .arg(&worker_file)
-            .args(&connector_files)
-            .current_dir(dir);
+        let mut command = self.kafka_connect_java(dir, heap, "ConnectStandalone")?;
+        command.arg(&worker_file).args(&connector_files);
         let out = fs::File::create(dir.join("kafka-connect.out"))?;
         let log = dir.join("kafka-connect.log");
         let err = fs::File::create(&log)?;
@@ -663,6 +644,35 @@ impl Env {
             rest: Some(rest),
         })
     }
+    /// A `java` command running Kafka Connect's `org.apache.kafka.connect.cli.<main>`
+    /// (`ConnectStandalone` or `ConnectDistributed`) in `dir` with the JVM options `heap`, its
+    /// jars and the benchmark's connectors on the class path, logging warnings and errors to
+    /// stderr.
+    pub fn kafka_connect_java(&self, dir: &Path, heap: &[&str], main: &str) -> Result<Command> {
+        let libs = self
+            .connect_libs
+            .as_ref()
+            .context("Kafka Connect's jars are not available")?;
+        let log4j = dir.join("log4j2.properties");
+        fs::write(
+            &log4j,
+            "rootLogger.level = warn\nrootLogger.appenderRef.out.ref = out\nappender.out.type = Console\nappender.out.target = SYSTEM_ERR\nappender.out.name = out\nappender.out.layout.type = PatternLayout\nappender.out.layout.pattern = %d %p %c %m%n\n",
+        )?;
+        let mut command = Command::new("java");
+        command
+            .args(heap)
+            .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
+            .arg("-cp")
+            .arg(format!(
+                "{}/*:{}",
+                libs.display(),
+                self.connect_sinks.as_deref().unwrap_or(libs).display()
+            ))
+            .arg(format!("org.apache.kafka.connect.cli.{main}"))
+            .current_dir(dir);
+        Ok(command)
+    }
+
     /// Kafka Connect's connector configuration for `job` (one connector).
     fn connect_connector(&self, job: &Job<'_>, dir: &Path) -> Result<Vec<(&'static str, String)>> {
         Ok(match job {

@@ -19,6 +19,8 @@
 //! - peak memory (`VmHWM`) of every run above;
 //! - density: 10, 100, 1000 and 10 000 low-rate datagen tasks in one worker, and
 //!   [`CONNECTORS`] one-task connectors in wasm-connect against Kafka Connect (RSS and CPU);
+//! - a three-worker cluster of each, wasm-connect against Kafka Connect: a worker's death to its
+//!   tasks producing again, and a `tasks.max` change to the new tasks producing (`cluster`);
 //! - the ceiling: source (1 task) and sink through wasm-connect with plugins that do no work,
 //!   which no real plugin can beat on this host and contract version.
 
@@ -154,6 +156,9 @@ pub struct Results {
     /// wasm-connect against Kafka Connect, [`CONNECTORS`] connectors each.
     #[serde(default)]
     pub connector_density: Vec<ConnectorDensityRun>,
+    /// Three-worker clusters: failover and reconfiguration times.
+    #[serde(default)]
+    pub cluster: Vec<crate::cluster::ClusterRun>,
     pub boundary: Vec<BoundaryPoint>,
     pub seconds: f64,
     /// Seconds each workload group took, in the order they ran (what a trimmed matrix saves).
@@ -466,11 +471,28 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         }
         groups.lap("density (connectors)");
     }
+    let mut cluster = Vec::new();
+    if options.runs("cluster") {
+        let mut systems = vec![System::WasmConnect];
+        if suite.env.connect_libs.is_some() {
+            systems.push(System::KafkaConnect);
+        }
+        for rep in 0..reps {
+            for system in rotated(&systems, rep) {
+                cluster.push(
+                    crate::cluster::run(&suite.env, suite.work.path(), system, rep, options.smoke)
+                        .await?,
+                );
+            }
+        }
+        groups.lap("cluster");
+    }
     Ok(Results {
         runs,
         density,
         latency,
         connector_density,
+        cluster,
         boundary,
         seconds: started.elapsed().as_secs_f64(),
         group_seconds: groups.laps,

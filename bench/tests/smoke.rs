@@ -265,6 +265,25 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
             "{system}: {run}"
         );
     }
+    // Both clusters moved the dead worker's tasks and started the new ones, no sooner than the
+    // session timeout allows for the failover.
+    let cluster = results["cluster"].as_array().expect("cluster runs");
+    for system in ["wasm-connect", "Kafka Connect"] {
+        let run = cluster
+            .iter()
+            .find(|c| c["system"] == system)
+            .unwrap_or_else(|| panic!("no cluster run of {system}: {results}"));
+        let session = run["session_ms"].as_f64().unwrap_or(f64::MAX);
+        assert!(
+            run["moved_tasks"].as_u64().is_some_and(|n| n > 0)
+                && run["failover_ms"]
+                    .as_f64()
+                    .is_some_and(|f| f >= session / 2.0)
+                && run["reconfigure_ms"].as_f64().is_some_and(|r| r >= 0.0)
+                && run["records"].as_u64().is_some_and(|n| n > 0),
+            "{system}: {run}"
+        );
+    }
     let density = &results["density"][0];
     assert_eq!(density["tasks"], 10, "{results}");
     assert_eq!(
@@ -281,6 +300,7 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
         "## Peak memory",
         "## Density",
         "## Density against Kafka Connect",
+        "## Distributed mode",
         "## Targets",
         "### How far librdkafka itself gets against Kafka Connect",
     ] {

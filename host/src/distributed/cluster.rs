@@ -49,7 +49,7 @@ pub const SIGNATURE_HEADER: &str = "x-wasm-connect-signature";
 /// later.
 const SIGNATURE_WINDOW: Duration = Duration::from_secs(300);
 
-/// How long the leader waits after a config event before it checks whether the connectors
+/// How long a worker waits after a config event before it checks whether the connectors
 /// changed (the records of one change arrive together).
 const RECHECK_DELAY: Duration = Duration::from_millis(200);
 
@@ -414,9 +414,14 @@ impl Cluster {
         let mut events = self.log.subscribe();
         let mut current = Work::default();
         let mut rejoin_at: Option<tokio::time::Instant> = None;
-        // When the leader next compares the connectors with its last assignment's: a short
-        // while after a config event, so the records of one change make one rebalance.
+        // When the worker next compares the connectors with those of its last assignment: a
+        // short while after a config event, so the records of one change make one rebalance.
         let mut recheck_at: Option<tokio::time::Instant> = None;
+        // The connectors and their task counts as this worker had read them when its last
+        // assignment came. Every worker reads the config topic, so every worker, not only the
+        // leader, rejoins when they change (as Kafka Connect's do): the rebalance then waits
+        // for no member's next heartbeat.
+        let mut joined_with: BTreeMap<String, u32> = BTreeMap::new();
         let mut upkeep = tokio::time::interval(UPKEEP_INTERVAL);
         upkeep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -456,6 +461,7 @@ impl Cluster {
                             rejoin_at = Some(tokio::time::Instant::now() + Duration::from_secs(1));
                             continue;
                         }
+                        joined_with = configured(&self.log.snapshot());
                         self.status.set_generation(joined.generation);
                         current.remove(&assignment.revoked);
                         current.add(&assignment.assigned);
@@ -503,14 +509,21 @@ impl Cluster {
                 }
                 _ = upkeep.tick() => self.keep_leading().await,
                 Some(_) = events.recv() => {
-                    if self.role() == Role::Leader && recheck_at.is_none() {
+                    if self.role() != Role::Unknown && recheck_at.is_none() {
                         recheck_at = Some(tokio::time::Instant::now() + RECHECK_DELAY);
                     }
                 }
                 () = async { tokio::time::sleep_until(recheck_at.unwrap_or_else(tokio::time::Instant::now)).await }, if recheck_at.is_some() => {
                     recheck_at = None;
-                    // The leader rebalances when the connectors or their task counts change.
-                    if self.role() == Role::Leader && duty.config_changed() {
+                    // A rebalance when the connectors or their task counts change: the leader
+                    // compares them with those it last assigned, a follower with those it had
+                    // read when its assignment came.
+                    let changed = match self.role() {
+                        Role::Leader => duty.config_changed(),
+                        Role::Follower { .. } => configured(&self.log.snapshot()) != joined_with,
+                        Role::Unknown => false,
+                    };
+                    if changed {
                         tracing::info!("the connectors or their task counts changed; rebalancing");
                         group.rejoin();
                     }

@@ -1,6 +1,7 @@
 package wasmconnect.bench;
 
-import java.util.Collections;
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.kafka.common.config.ConfigDef;
@@ -27,7 +28,15 @@ public class RateSourceConnector extends SourceConnector {
 
     @Override
     public List<Map<String, String>> taskConfigs(int maxTasks) {
-        return Collections.nCopies(maxTasks, props);
+        // Each task is told its index, which `tag.task` writes into its values (as datagen's
+        // values carry theirs), so the distributed benchmark can tell whose records it reads.
+        List<Map<String, String>> configs = new ArrayList<>();
+        for (int i = 0; i < maxTasks; i++) {
+            Map<String, String> config = new HashMap<>(props);
+            config.put("task.index", Integer.toString(i));
+            configs.add(config);
+        }
+        return configs;
     }
 
     @Override
@@ -42,7 +51,9 @@ public class RateSourceConnector extends SourceConnector {
                 .define("value.size", ConfigDef.Type.INT, 100, ConfigDef.Importance.LOW,
                         "Bytes of each value.")
                 .define("stamp", ConfigDef.Type.BOOLEAN, false, ConfigDef.Importance.LOW,
-                        "Start each value with the time (ms since the epoch) it was due.");
+                        "Start each value with the time (ms since the epoch) it was due.")
+                .define("tag.task", ConfigDef.Type.BOOLEAN, false, ConfigDef.Importance.LOW,
+                        "Write values as {\"task\":i,\"seq\":s}, as datagen's name their task.");
     }
 
     @Override

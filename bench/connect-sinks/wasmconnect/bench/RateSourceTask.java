@@ -13,6 +13,8 @@ import org.apache.kafka.connect.source.SourceTask;
  * the records due by then, or waits (at most 100 ms) for the next one. Its offset is the record's
  * sequence number, as datagen's. With `stamp=true` each value starts with the wall-clock time in
  * milliseconds at which its record was due (as wasm-connect's bench-source does), for the latency
+ * benchmark. With `tag.task=true` each value is instead `{"task":i,"seq":s}` (`i` the task's
+ * index among the connector's tasks), as datagen's values name their task, for the distributed
  * benchmark.
  */
 public class RateSourceTask extends SourceTask {
@@ -23,6 +25,7 @@ public class RateSourceTask extends SourceTask {
     private long started;
     private long startedMs;
     private boolean stamp;
+    private String tag;
     private int size;
     private long sent;
     private Map<String, ?> partition;
@@ -38,6 +41,9 @@ public class RateSourceTask extends SourceTask {
         rate = Double.parseDouble(props.getOrDefault("rate", "1"));
         size = Integer.parseInt(props.getOrDefault("value.size", "100"));
         stamp = Boolean.parseBoolean(props.getOrDefault("stamp", "false"));
+        tag = Boolean.parseBoolean(props.getOrDefault("tag.task", "false"))
+                ? "{\"task\":" + props.getOrDefault("task.index", "0") + ",\"seq\":"
+                : null;
         value = "x".repeat(size);
         partition = Collections.singletonMap("connector", props.get("name"));
         started = System.nanoTime();
@@ -57,7 +63,7 @@ public class RateSourceTask extends SourceTask {
         for (; sent < due && records.size() < MAX_PER_POLL; sent++) {
             records.add(new SourceRecord(partition, Collections.singletonMap("seq", sent), topic,
                     null, Schema.STRING_SCHEMA, Long.toString(sent), Schema.STRING_SCHEMA,
-                    stamp ? stamped(sent) : value));
+                    tag != null ? tag + sent + "}" : stamp ? stamped(sent) : value));
         }
         return records;
     }
