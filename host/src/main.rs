@@ -11,11 +11,16 @@ fn main() -> ExitCode {
     let default_filter = match cli.command {
         // Third-party crates (the embedded broker's protocol codec in particular) are chatty at
         // info; tansu_storage logs expected outcomes (TopicAlreadyExists) as errors.
-        Command::Standalone(_) => "warn,wasm_connect=info,plugin=info,tansu_storage=off",
+        Command::Standalone(_) | Command::Distributed(_) => {
+            "warn,wasm_connect=info,plugin=info,tansu_storage=off"
+        }
         _ => "warn",
     };
     wasm_connect::logging::init(default_filter);
-    if matches!(cli.command, Command::Standalone(_)) {
+    if matches!(
+        cli.command,
+        Command::Standalone(_) | Command::Distributed(_)
+    ) {
         wasm_connect::herder::capacity::raise_open_file_limit();
     }
     let runtime = match tokio::runtime::Runtime::new() {
