@@ -102,6 +102,19 @@ fn plugins_inspect_shows_every_config_key() {
     );
     assert!(out.contains("count  (LONG, default -1"), "{out}");
     assert!(out.contains("allowed: sequence, none"), "{out}");
+    assert!(out.contains("Its imports may ask for"), "{out}");
+    // A plugin that opens sockets says so, with the grant it needs.
+    let out = stdout(&run(&[
+        "plugins",
+        "inspect",
+        "postgres-source",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]));
+    assert!(
+        out.contains("TCP connections: wasi:sockets/tcp (granted by sandbox.net.connect)"),
+        "{out}"
+    );
 
     // By file, as JSON.
     let file = plugin_file("file-sink");

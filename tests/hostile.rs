@@ -1,8 +1,8 @@
 //! Hostile plugins against a real worker and broker: each misbehaves one way (spins, hoards
 //! memory, overflows its stack, panics, floods its output, returns a record over the size limit
 //! or more records than asked, returns a packed batch that breaks the contract's rules, reads
-//! files it was not granted, escapes its grant with `..` or a symlink, opens a network
-//! connection). Each must end FAILED with a trace naming the cause, while the worker keeps
+//! files it was not granted, escapes its grant with `..` or a symlink, connects to a peer or
+//! looks up a name it was not granted). Each must end FAILED with a trace naming the cause, while the worker keeps
 //! serving REST and a well-behaved connector beside them keeps its rate and loses nothing.
 
 use std::collections::BTreeSet;
@@ -15,6 +15,14 @@ use wasm_connect_tests::kafka::{self, consume, create_topic, unique_topic};
 use wasm_connect_tests::plugins_with;
 use wasm_connect_tests::rest::{block, create, get, start_neighbour, task_metrics, task_status};
 use wasm_connect_tests::worker::Worker;
+
+/// `base` with the keys of `extra` set over it.
+fn merged(mut base: Value, extra: &Value) -> Value {
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        base[k] = v.clone();
+    }
+    base
+}
 
 /// The neighbour's rate (records a second).
 const RATE: u64 = 200;
@@ -44,6 +52,21 @@ async fn hostile_plugins_fail_alone_while_rest_and_a_neighbour_keep_going() {
     start_neighbour(&url, "neighbour", &neighbour_topic, RATE).await;
     let done = |metrics: &Value| metrics["records_done"].as_u64().unwrap_or(0);
 
+    // The network: nothing granted, another port granted, the worker's own REST port, a name
+    // not granted.
+    let rest_address = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let refused_connect_nothing = format!(
+        "the sandbox refused TCP connect to {}: not granted by sandbox.net.connect (granted: nothing)",
+        kafka::bootstrap()
+    );
+    let refused_connect_port = format!(
+        "the sandbox refused TCP connect to {}: not granted by sandbox.net.connect (granted: 127.0.0.1:1)",
+        kafka::bootstrap()
+    );
+    let refused_rest = format!("the sandbox refused TCP connect to {rest_address}");
     let path = |p: &std::path::Path| p.display().to_string();
     let read_granted =
         |file: String| json!({"mode": "read", "path": file, "sandbox.fs.read": path(&granted)});
@@ -98,7 +121,22 @@ async fn hostile_plugins_fail_alone_while_rest_and_a_neighbour_keep_going() {
         (
             "network",
             json!({"mode": "connect", "address": kafka::bootstrap()}),
-            "cannot connect to",
+            refused_connect_nothing.as_str(),
+        ),
+        (
+            "net-port",
+            json!({"mode": "connect", "address": kafka::bootstrap(), "sandbox.net.connect": "127.0.0.1:1"}),
+            refused_connect_port.as_str(),
+        ),
+        (
+            "net-rest",
+            json!({"mode": "connect", "address": rest_address, "sandbox.net.connect": kafka::bootstrap()}),
+            refused_rest.as_str(),
+        ),
+        (
+            "net-name",
+            json!({"mode": "resolve", "address": "exfiltrate.example.invalid:80", "sandbox.net.connect": "db.example.com:5432"}),
+            "the sandbox refused name lookup of \"exfiltrate.example.invalid\": not granted by sandbox.net.connect (granted: db.example.com:5432)",
         ),
         (
             "batch-span",
@@ -124,12 +162,12 @@ async fn hostile_plugins_fail_alone_while_rest_and_a_neighbour_keep_going() {
     let started = Instant::now();
     let base_done = done(&task_metrics(&url, "neighbour", 0).await);
     for (name, extra, _) in &hostile {
-        let mut config = json!({"connector.class": "misbehave", "topic": unique_topic(name),
-            "task.restart.max.attempts": "0", "sandbox.call.timeout.ms": "500",
-            "sandbox.memory.max.bytes": "67108864"});
-        for (k, v) in extra.as_object().unwrap() {
-            config[k] = v.clone();
-        }
+        let config = merged(
+            json!({"connector.class": "misbehave", "topic": unique_topic(name),
+                "task.restart.max.attempts": "0", "sandbox.call.timeout.ms": "500",
+                "sandbox.memory.max.bytes": "67108864"}),
+            extra,
+        );
         assert_eq!(
             create(&url, name, config).await,
             StatusCode::CREATED,
@@ -224,4 +262,68 @@ async fn hostile_plugins_fail_alone_while_rest_and_a_neighbour_keep_going() {
     );
     let max = ids.iter().next_back().copied().unwrap_or(0);
     assert_eq!(ids.len() as u64, max + 1, "no gaps in the neighbour's ids");
+}
+
+/// Granted peers are reachable, by name (looked up through the filtered resolver) and by
+/// address, and a granted name resolves: the grant is a key, not a wall.
+#[tokio::test(flavor = "multi_thread")]
+async fn granted_peers_are_reachable_by_name_and_by_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugins_with(dir.path(), &[], &["misbehave"]);
+    let settings = vec![
+        ("bootstrap.servers", kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+    ];
+    let mut worker = Worker::start(dir.path(), &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    let port = kafka::bootstrap()
+        .rsplit_once(':')
+        .map(|(_, p)| p.to_owned())
+        .unwrap();
+    let cases = [
+        (
+            "by-name",
+            json!({"mode": "connect", "address": format!("localhost:{port}"), "sandbox.net.connect": format!("localhost:{port}")}),
+            "connected to ",
+        ),
+        (
+            "by-block",
+            json!({"mode": "connect", "address": kafka::bootstrap(), "sandbox.net.connect": format!("127.0.0.0/8:{port}")}),
+            "connected to 127.0.0.1:",
+        ),
+        (
+            "lookup",
+            json!({"mode": "resolve", "address": "localhost:1", "sandbox.net.connect": "localhost:2, *.example.invalid:1"}),
+            "resolved to ",
+        ),
+    ];
+    let mut topics = Vec::new();
+    for (name, extra, _) in &cases {
+        let topic = unique_topic(name);
+        let config = merged(
+            json!({"connector.class": "misbehave", "topic": topic,
+                "task.restart.max.attempts": "0"}),
+            extra,
+        );
+        assert_eq!(
+            create(&url, name, config).await,
+            StatusCode::CREATED,
+            "{name}"
+        );
+        topics.push(topic);
+    }
+    for ((name, _, expected), topic) in cases.iter().zip(&topics) {
+        let records = consume(topic, 1, Duration::from_secs(60));
+        let text = records
+            .first()
+            .and_then(|r| String::from_utf8(r.value.clone()?).ok())
+            .unwrap_or_default();
+        assert!(
+            text.contains(expected),
+            "{name}: {text:?} (status {})\n{}",
+            task_status(&url, name, 0).await,
+            worker.log_text()
+        );
+    }
+    worker.stop();
 }

@@ -16,6 +16,7 @@ mod record;
 mod sink_records;
 mod source_batch;
 mod spec;
+mod split;
 mod traits;
 
 pub use config::Config;
@@ -28,6 +29,7 @@ pub use record::{
 pub use sink_records::{DataRef, HeaderRef, SinkRecordRef, SinkRecords};
 pub use source_batch::{SourceBatch, SourceRecordRef};
 pub use spec::{ConfigDef, ConfigType, Importance, Spec};
+pub use split::split_evenly;
 pub use traits::{Connector, MonitorReport, SinkConnector, SinkTask, SourceConnector, SourceTask};
 
 /// Re-exported so plugin crates need no direct dependency on `serde_json` for offsets.

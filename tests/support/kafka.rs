@@ -144,16 +144,23 @@ pub fn consume(topic: &str, count: usize, timeout: Duration) -> Vec<Consumed> {
         .set("enable.auto.commit", "false")
         .create()
         .expect("consumer");
-    let metadata = consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .expect("metadata");
+    // The topic may not exist yet (a source creates it with its first record): wait for its
+    // partitions within the timeout, or nothing would be assigned.
+    let deadline = Instant::now() + timeout;
     let mut tpl = TopicPartitionList::new();
-    for p in metadata.topics()[0].partitions() {
-        tpl.add_partition_offset(topic, p.id(), Offset::Beginning)
-            .expect("partition");
+    while tpl.count() == 0 && Instant::now() < deadline {
+        let metadata = consumer
+            .fetch_metadata(Some(topic), Duration::from_secs(10))
+            .expect("metadata");
+        for p in metadata.topics()[0].partitions() {
+            tpl.add_partition_offset(topic, p.id(), Offset::Beginning)
+                .expect("partition");
+        }
+        if tpl.count() == 0 {
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
     consumer.assign(&tpl).expect("assign");
-    let deadline = Instant::now() + timeout;
     let mut out = Vec::new();
     while out.len() < count && Instant::now() < deadline {
         if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {

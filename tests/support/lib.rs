@@ -124,5 +124,6 @@ pub fn wasm_connect_bin() -> PathBuf {
 
 pub mod cluster;
 pub mod kafka;
+pub mod postgres;
 pub mod rest;
 pub mod worker;

@@ -156,6 +156,7 @@ async fn inspect(
     if as_json {
         let mut out = summary_json(&plugin);
         out["config"] = serde_json::to_value(&plugin.spec.config).context("serialising spec")?;
+        out["asks_for"] = json!(plugin.asks);
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print!("{}", describe(&plugin));
@@ -191,6 +192,13 @@ fn describe(p: &Plugin) -> String {
     }
     for key in &p.spec.config {
         out.push_str(&describe_key(key));
+    }
+    out.push_str("\nIts imports may ask for (each only where the connector's config grants it):\n");
+    if p.asks.is_empty() {
+        out.push_str("  nothing beyond the contract\n");
+    }
+    for what in &p.asks {
+        out.push_str(&format!("  {what}\n"));
     }
     out
 }

@@ -115,7 +115,10 @@ impl Key {
     /// plugin a directory), except the topics, which plugins describe for their users.
     pub fn reserved(&self) -> bool {
         !matches!(self.scope, Scope::Worker | Scope::Distributed)
-            && !matches!(self.name, "topic" | "topics" | "topics.regex")
+            && !matches!(
+                self.name,
+                "topic" | "topics" | "topics.regex" | "topic.prefix"
+            )
     }
 }
 
@@ -685,6 +688,13 @@ pub const KEYS: &[Key] = &[
         scope: Scope::Connector,
     },
     Key {
+        name: "topic.prefix",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "The prefix of the topics a connector names per table (JDBC source style): a source connector may write to every topic starting with it.",
+        scope: Scope::Connector,
+    },
+    Key {
         name: "topics",
         kind: Kind::List,
         default: KeyDefault::None,
@@ -710,6 +720,13 @@ pub const KEYS: &[Key] = &[
         kind: Kind::List,
         default: KeyDefault::None,
         doc: "Absolute host directories the plugin may read and write.",
+        scope: Scope::Connector,
+    },
+    Key {
+        name: "sandbox.net.connect",
+        kind: Kind::List,
+        default: KeyDefault::None,
+        doc: "TCP peers the plugin may connect to (host:port, *.domain:port, address:port, CIDR:port); the only names it may look up.",
         scope: Scope::Connector,
     },
     Key {
@@ -842,6 +859,7 @@ mod tests {
         let named = [
             FS_READ,
             FS_WRITE,
+            NET_CONNECT,
             MEMORY_MAX_BYTES,
             CALL_TIMEOUT_MS,
             CALL_WALL_TIMEOUT_MS,
@@ -888,7 +906,7 @@ mod tests {
         ] {
             assert!(is_reserved(name), "{name}");
         }
-        for name in ["topic", "topics", "file", "listeners"] {
+        for name in ["topic", "topics", "topic.prefix", "file", "listeners"] {
             assert!(!is_reserved(name), "{name}");
         }
     }

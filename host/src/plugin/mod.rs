@@ -39,6 +39,39 @@ pub struct Plugin {
     pub origin: Origin,
     /// The compiled component, ready to instantiate.
     pub component: Component,
+    /// What its imports let it ask the sandbox for, beyond the contract ([`asks_for`]).
+    pub asks: Vec<&'static str>,
+}
+
+/// The capabilities a component's imports (their names) let it ask for, each with the grant
+/// that allows it, in a fixed order. A plugin gets none of them unless its connector's config
+/// grants it; this says which grants it may need.
+pub fn asks_for<'a>(imports: impl IntoIterator<Item = &'a str>) -> Vec<&'static str> {
+    const CAPABILITIES: [(&str, &str); 5] = [
+        (
+            "wasi:filesystem/",
+            "files: wasi:filesystem (granted by sandbox.fs.read, sandbox.fs.write)",
+        ),
+        (
+            "wasi:sockets/tcp",
+            "TCP connections: wasi:sockets/tcp (granted by sandbox.net.connect)",
+        ),
+        (
+            "wasi:sockets/ip-name-lookup",
+            "name lookups: wasi:sockets/ip-name-lookup (the names sandbox.net.connect grants)",
+        ),
+        ("wasi:sockets/udp", "UDP: wasi:sockets/udp (never granted)"),
+        (
+            "wasi:http/outgoing-handler",
+            "outgoing HTTP: wasi:http/outgoing-handler (granted by sandbox.http.allow)",
+        ),
+    ];
+    let imports: Vec<&str> = imports.into_iter().collect();
+    CAPABILITIES
+        .iter()
+        .filter(|(prefix, _)| imports.iter().any(|i| i.starts_with(prefix)))
+        .map(|(_, what)| *what)
+        .collect()
 }
 
 impl std::fmt::Debug for Plugin {
@@ -112,6 +145,7 @@ impl Plugin {
         let engine = sandbox.engine();
         let ty = component.component_type();
         let export_names: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
+        let asks = asks_for(ty.imports(engine).map(|(n, _)| n));
         let (world, contract) = contract::detect(export_names.iter().map(String::as_str))?;
         sandbox.linker().instantiate_pre(&component).map_err(|e| {
             format!(
@@ -152,6 +186,7 @@ impl Plugin {
             spec,
             origin,
             component,
+            asks,
         }))
     }
 }
@@ -250,4 +285,23 @@ fn check_spec(spec: &PluginSpec, world: World) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn imports_say_which_grants_a_plugin_may_need() {
+        let asks = asks_for([
+            "wasi:io/streams@0.2.6",
+            "wasi:sockets/tcp@0.2.6",
+            "wasi:sockets/ip-name-lookup@0.2.6",
+            "wasi:filesystem/preopens@0.2.6",
+        ]);
+        assert_eq!(asks.len(), 3, "{asks:?}");
+        assert!(asks[0].starts_with("files"));
+        assert!(asks[1].contains("sandbox.net.connect"));
+        assert!(asks_for(["wasi:io/streams@0.2.6"]).is_empty());
+    }
 }

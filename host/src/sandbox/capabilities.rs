@@ -3,19 +3,24 @@
 //! config into WASI permissions.
 //!
 //! Granted: host directories listed in `sandbox.fs.read` (read-only) and `sandbox.fs.write`
-//! (read-write), visible to the plugin under the same absolute paths; and the topics a source
-//! connector may write to (`topic`, `topics`, `sandbox.topics.write`,
-//! `sandbox.topics.write.regex`), which the source loop checks for every new topic. Never
-//! granted: the environment, arguments, stdin, sockets and name lookup. Stdout and stderr go
-//! to the logs.
+//! (read-write), visible to the plugin under the same absolute paths; the topics a source
+//! connector may write to (`topic`, `topics`, `topic.prefix`, `sandbox.topics.write`,
+//! `sandbox.topics.write.regex`), which the source loop checks for every new topic; and TCP
+//! connections to the peers `sandbox.net.connect` lists, with lookups of the names it lists
+//! ([`net`]). Never granted: the environment, arguments, stdin, binds, listening sockets, UDP,
+//! and lookups of any other name. Stdout and stderr go to the logs.
+
+pub mod net;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
 use super::state::Tags;
 use super::stdio::{LogStream, Stream};
 use crate::config_keys::{FS_READ, FS_WRITE, TOPICS_WRITE, TOPICS_WRITE_REGEX};
+pub use net::{NET_CONNECT, NetAccess, NetGrant};
 
 /// Most bytes one `get-random-bytes` call may ask for (wasmtime's default is 64 MiB).
 pub const MAX_RANDOM_REQUEST: u64 = 1024 * 1024;
@@ -32,11 +37,15 @@ pub struct DirGrant {
 }
 
 /// The topics a source connector may write to: the names its operator's config gives in
-/// `topic`, `topics` and `sandbox.topics.write`, and those `sandbox.topics.write.regex` matches
-/// whole. Only these may be written, and so only these may be created.
+/// `topic`, `topics` and `sandbox.topics.write`, those that start with its `topic.prefix`, and
+/// those `sandbox.topics.write.regex` matches whole. Only these may be written, and so only these
+/// may be created.
 #[derive(Debug, Clone, Default)]
 pub struct TopicGrant {
     names: std::collections::BTreeSet<String>,
+    /// `topic.prefix`: every topic whose name starts with it (the key Kafka Connect's JDBC
+    /// source and Debezium name each table's topic by).
+    prefixes: std::collections::BTreeSet<String>,
     /// The pattern as configured, and compiled to match whole names.
     pattern: Option<(String, regex::Regex)>,
 }
@@ -44,6 +53,7 @@ pub struct TopicGrant {
 impl PartialEq for TopicGrant {
     fn eq(&self, other: &Self) -> bool {
         self.names == other.names
+            && self.prefixes == other.prefixes
             && self.pattern.as_ref().map(|(p, _)| p) == other.pattern.as_ref().map(|(p, _)| p)
     }
 }
@@ -60,6 +70,12 @@ impl TopicGrant {
                     let name = value.trim();
                     if !name.is_empty() {
                         grant.names.insert(name.to_owned());
+                    }
+                }
+                "topic.prefix" => {
+                    let prefix = value.trim();
+                    if !prefix.is_empty() {
+                        grant.prefixes.insert(prefix.to_owned());
                     }
                 }
                 "topics" | TOPICS_WRITE => grant.names.extend(
@@ -84,6 +100,7 @@ impl TopicGrant {
     /// Whether records may be written to `topic`.
     pub fn allows(&self, topic: &str) -> bool {
         self.names.contains(topic)
+            || self.prefixes.iter().any(|p| topic.starts_with(p.as_str()))
             || self
                 .pattern
                 .as_ref()
@@ -102,6 +119,9 @@ impl TopicGrant {
                     .join(", "),
             );
         }
+        for prefix in &self.prefixes {
+            parts.push(format!("names starting with {prefix:?}"));
+        }
         if let Some((pattern, _)) = &self.pattern {
             parts.push(format!("names matching {pattern:?}"));
         }
@@ -118,6 +138,7 @@ impl TopicGrant {
 pub struct Grants {
     dirs: Vec<DirGrant>,
     topics: TopicGrant,
+    net: NetGrant,
 }
 
 impl Grants {
@@ -148,7 +169,13 @@ impl Grants {
         Ok(Self {
             dirs,
             topics: TopicGrant::from_config(config)?,
+            net: NetGrant::from_config(config)?,
         })
+    }
+
+    /// The TCP peers granted.
+    pub fn net(&self) -> &NetGrant {
+        &self.net
     }
 
     /// The topics a source connector may write to.
@@ -161,11 +188,14 @@ impl Grants {
         &self.dirs
     }
 
-    /// Build the WASI context of one instance: these directories, logging stdio, nothing else.
+    /// Build the WASI context of one instance: these directories, logging stdio, the TCP
+    /// peers `net` allows (with its name lookups, which the linker filters through `net` as
+    /// well), nothing else.
     pub(crate) fn wasi_ctx(
         &self,
         tags: &Tags,
-        budget: &std::sync::Arc<super::stdio::LogBudget>,
+        budget: &Arc<super::stdio::LogBudget>,
+        net: &Arc<NetAccess>,
     ) -> wasmtime::Result<WasiCtx> {
         let mut builder = WasiCtxBuilder::new();
         builder
@@ -181,9 +211,17 @@ impl Grants {
             })
             // Random bytes are generated by the host for each call: cap one request.
             .max_random_size(MAX_RANDOM_REQUEST)
-            .allow_tcp(false)
             .allow_udp(false)
-            .allow_ip_name_lookup(false);
+            // TCP and lookups are on for every instance so that every attempt meets the
+            // grant's check (an empty grant refuses everything) and a refusal is explained in
+            // the call's error, rather than failing earlier without a word.
+            .allow_tcp(true)
+            .allow_ip_name_lookup(true);
+        let check = Arc::clone(net);
+        builder.socket_addr_check(move |addr, usage| {
+            let check = Arc::clone(&check);
+            Box::pin(async move { check.may_use(addr, usage).await })
+        });
         for dir in &self.dirs {
             let perms = if dir.writable {
                 wasmtime_wasi::FsPerms::ReadWrite
@@ -290,6 +328,10 @@ mod tests {
         for refused in ["e", "ab", "x.logs.y", "logs"] {
             assert!(!topics.allows(refused), "{refused}");
         }
+        let prefixed = Grants::from_config(&cfg(&[("topic.prefix", "shop-".into())])).unwrap();
+        assert!(prefixed.topics().allows("shop-users"));
+        assert!(!prefixed.topics().allows("shop"));
+        assert!(!prefixed.topics().allows("x-shop-users"));
         assert!(!Grants::none().topics().allows("a"));
         let err = Grants::from_config(&cfg(&[(TOPICS_WRITE_REGEX, "(".into())])).unwrap_err();
         assert!(err.starts_with(TOPICS_WRITE_REGEX), "{err}");

@@ -83,6 +83,8 @@ impl Sandbox {
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        // Name lookups answer only granted names: WASI's own lookup is replaced.
+        super::name_lookup::add_to_linker(&mut linker)?;
         super::wit::add_to_linker(&mut linker)?;
         let cache = CompileCache::new(cache_dir)
             .map_err(|e| anyhow::anyhow!("cannot create the compile cache directory: {e}"))?;
@@ -142,8 +144,13 @@ impl Sandbox {
         // Every open file, directory stream, stream and pollable is an entry: this bounds the
         // host descriptors and memory a plugin can hold.
         table.set_max_capacity(limits.handles_max);
+        let net = Arc::new(super::capabilities::NetAccess::new(
+            ctx.grants.net().clone(),
+            ctx.tags.clone(),
+        ));
         let state = HostState {
-            wasi: ctx.grants.wasi_ctx(&ctx.tags, &log_budget)?,
+            wasi: ctx.grants.wasi_ctx(&ctx.tags, &log_budget, &net)?,
+            net,
             log_budget,
             table,
             reconfigure_requests: 0,

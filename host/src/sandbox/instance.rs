@@ -173,8 +173,16 @@ impl Guarded {
             return Err(CallError::Poisoned { function });
         }
         self.store.data_mut().meter.start_call();
+        self.store.data().net.clear_denials();
         self.store.set_epoch_deadline(1);
         Ok(&mut self.store)
+    }
+
+    /// What the sandbox refused during the call, as a clause for its error, if anything: a
+    /// plugin's own error ("connection failed: permission denied") does not say why.
+    fn refusals(&self) -> Option<String> {
+        let denials = self.store.data().net.take_denials();
+        (!denials.is_empty()).then(|| format!("(the sandbox refused {})", denials.join("; ")))
     }
 
     /// Map the outcome of a call: a wasmtime error is a trap (and poisons the instance), a
@@ -186,7 +194,13 @@ impl Guarded {
     ) -> Result<T, CallError> {
         match outcome {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(CallError::Plugin { function, error }),
+            Ok(Err(error)) => {
+                let error = match self.refusals() {
+                    Some(refused) => with_clause(error, &refused),
+                    None => error,
+                };
+                Err(CallError::Plugin { function, error })
+            }
             Err(trap) => Err(self.trap(function, trap)),
         }
     }
@@ -233,9 +247,28 @@ impl Guarded {
         } else {
             trap_message(&trap)
         };
+        let message = match self.refusals() {
+            Some(refused) => format!("{message} {refused}"),
+            None => message,
+        };
         let tags = &self.store.data().tags;
         tracing::warn!(connector = %tags.connector, task = %tags.task_label(), "plugin trapped in {function}: {message}");
         CallError::Trap { function, message }
+    }
+}
+
+/// `error` with `clause` appended to its message.
+fn with_clause(error: PluginError, clause: &str) -> PluginError {
+    match error {
+        PluginError::Retriable(m) => PluginError::Retriable(format!("{m} {clause}")),
+        PluginError::Fatal(m) => PluginError::Fatal(format!("{m} {clause}")),
+        PluginError::InvalidConfig(mut errors) => {
+            errors.push(types::ConfigError {
+                key: String::new(),
+                message: clause.to_owned(),
+            });
+            PluginError::InvalidConfig(errors)
+        }
     }
 }
 

@@ -4,6 +4,8 @@
 //! - [`engine`]: the engine, epoch ticker, linker, store construction.
 //! - [`cache`]: compiled components on disk, keyed by content and engine.
 //! - [`capabilities`]: the only place a connector config turns into WASI permissions.
+//! - `name_lookup`: `wasi:sockets/ip-name-lookup` answering only the names a connector is
+//!   granted.
 //! - [`limits`]: memory and CPU limits per instance.
 //! - [`wit`]: the contract versions' bindings, one module each; the newest's types are the host's.
 //! - [`instance`]: connector and task instances, the typed calls into a plugin.
@@ -17,6 +19,7 @@ mod data_ref;
 pub mod engine;
 pub mod instance;
 pub mod limits;
+mod name_lookup;
 mod packed;
 pub mod put_batch;
 pub mod source_batch;

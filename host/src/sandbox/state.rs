@@ -81,6 +81,9 @@ pub(crate) fn read_offsets(
 pub struct HostState {
     pub(crate) wasi: WasiCtx,
     pub(crate) table: ResourceTable,
+    /// The instance's network grant and what it resolved and was refused (shared with the
+    /// socket check inside `wasi`).
+    pub(crate) net: Arc<super::capabilities::NetAccess>,
     pub(crate) meter: Meter,
     pub(crate) tags: Tags,
     pub(crate) offsets: Arc<dyn OffsetReader>,

@@ -24,6 +24,7 @@ use wasm_connect_sdk::serde_json::{self, Value};
 use wasm_connect_sdk::{
     Config, ConfigDef, ConfigError, ConfigType, Connector, DataRef, Error, MonitorReport, Result,
     SourceBatch, SourceConnector, SourceRecordRef, SourceTask, Spec, export_source_connector, json,
+    split_evenly,
 };
 
 /// The task config key holding the task's files (a JSON array, so any file name works).
@@ -165,24 +166,6 @@ fn all_files(config: &Config) -> Result<Vec<String>> {
     let mut seen = std::collections::HashSet::new();
     files.retain(|f| seen.insert(f.clone()));
     Ok(files)
-}
-
-/// Split `items` into at most `groups` contiguous groups whose sizes differ by at most one,
-/// larger groups first.
-pub fn split_evenly<T>(items: &[T], groups: usize) -> Vec<&[T]> {
-    let groups = groups.min(items.len());
-    if groups == 0 {
-        return Vec::new();
-    }
-    let (base, extra) = (items.len() / groups, items.len() % groups);
-    let mut out = Vec::with_capacity(groups);
-    let mut start = 0;
-    for i in 0..groups {
-        let len = base + usize::from(i < extra);
-        out.push(&items[start..start + len]);
-        start += len;
-    }
-    out
 }
 
 /// One file being read.
@@ -379,19 +362,3 @@ fn parent_visible(path: &str) -> bool {
 }
 
 export_source_connector!(FileSource);
-
-#[cfg(test)]
-mod tests {
-    use super::split_evenly;
-
-    #[test]
-    fn splits_contiguously_larger_groups_first() {
-        let five = [1, 2, 3, 4, 5];
-        let sizes: Vec<usize> = split_evenly(&five, 3).iter().map(|g| g.len()).collect();
-        assert_eq!(sizes, vec![2, 2, 1]);
-        assert_eq!(split_evenly(&five, 3)[2], &[5]);
-        assert_eq!(split_evenly(&[1, 2, 3], 10).len(), 3);
-        assert!(split_evenly::<u8>(&[], 4).is_empty());
-        assert_eq!(split_evenly(&five, 1), vec![&five[..]]);
-    }
-}

@@ -8,7 +8,10 @@
 //!   asked for.
 //! - `read`: reads the file `path` and returns its content as a record (so a test can check
 //!   nothing leaked); fails fatally with the I/O error when the sandbox refuses.
-//! - `connect`: opens a TCP connection to `address`; fails fatally with the error.
+//! - `connect`: opens a TCP connection to `address` (`host:port`, a name is looked up first);
+//!   returns a record `connected to <peer>` and then nothing, or fails fatally with the error.
+//! - `resolve`: looks up the host of `address`; returns a record with the addresses, or fails
+//!   fatally with the error.
 //! - `poison`: returns records 0..`count` (JSON `{"seq": n}`), except that the indices in
 //!   `bad.json` carry invalid JSON and those in `big` a text value of `size` bytes, sent to
 //!   `big.topic` (default: `topic`).
@@ -73,6 +76,7 @@ const MODES: &[&str] = &[
     "too-many",
     "read",
     "connect",
+    "resolve",
     "poison",
     "offsets-loop",
     "clock-loop",
@@ -124,8 +128,12 @@ impl Connector for Misbehave {
                 ConfigDef::new("path", ConfigType::String, "File to read (mode read).").default(""),
             )
             .config(
-                ConfigDef::new("address", ConfigType::String, "host:port (mode connect).")
-                    .default("127.0.0.1:19092"),
+                ConfigDef::new(
+                    "address",
+                    ConfigType::String,
+                    "host:port (modes connect, resolve).",
+                )
+                .default("127.0.0.1:19092"),
             )
             .config(
                 ConfigDef::new("count", ConfigType::Long, "Records (mode poison).").default(100),
@@ -461,10 +469,39 @@ impl SourceTask for Task {
                 };
             }
             "connect" => {
+                if self.next > 0 {
+                    return Ok(Vec::new());
+                }
+                self.next = 1;
                 return match std::net::TcpStream::connect(&self.address) {
-                    Ok(_) => Ok(vec![record(0, Data::Text("connected".into()))]),
+                    Ok(stream) => {
+                        let peer = stream
+                            .peer_addr()
+                            .map_or_else(|e| e.to_string(), |a| a.to_string());
+                        Ok(vec![record(0, Data::Text(format!("connected to {peer}")))])
+                    }
                     Err(e) => Err(Error::fatal(format!(
                         "cannot connect to {}: {e}",
+                        self.address
+                    ))),
+                };
+            }
+            "resolve" => {
+                if self.next > 0 {
+                    return Ok(Vec::new());
+                }
+                self.next = 1;
+                use std::net::ToSocketAddrs;
+                return match self.address.to_socket_addrs() {
+                    Ok(addrs) => {
+                        let list: Vec<String> = addrs.map(|a| a.ip().to_string()).collect();
+                        Ok(vec![record(
+                            0,
+                            Data::Text(format!("resolved to {}", list.join(","))),
+                        )])
+                    }
+                    Err(e) => Err(Error::fatal(format!(
+                        "cannot resolve {}: {e}",
                         self.address
                     ))),
                 };

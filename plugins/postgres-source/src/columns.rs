@@ -1,0 +1,209 @@
+//! PostgreSQL column types as Kafka Connect types: each result column's type (by OID and type
+//! modifier) becomes the Connect type Kafka Connect's JDBC source gives it, and each text value
+//! the payload Connect's JSON converter writes for that type.
+//!
+//! | PostgreSQL | Connect schema | JSON payload |
+//! |---|---|---|
+//! | `int2`, `int4`, `int8` | `int16`, `int32`, `int64` | number |
+//! | `float4`, `float8` | `float32`, `float64` | number (`NaN`, `±Infinity` as strings) |
+//! | `numeric(p,s)` | `Decimal` (`bytes`, scale `s`); with `numeric.mapping=best_fit` an integer type for `s = 0`, `p ≤ 18`, else `float64` | base64 of the unscaled value; number |
+//! | `numeric` (no scale) | `string` | the number's text, exactly |
+//! | `bool` | `boolean` | `true`/`false` |
+//! | `timestamp`, `timestamptz` | `Timestamp` (`int64`, ms since the epoch, UTC) | number |
+//! | `date` | `Date` (`int32`, days since the epoch) | number |
+//! | `time`, `timetz` | `Time` (`int32`, ms since midnight) | number |
+//! | `bytea` | `bytes` | base64 |
+//! | `json`, `jsonb`, `text`, `varchar`, `char`, `uuid`, everything else | `string` | the value's text |
+
+use wasm_connect_postgres_wire::values;
+use wasm_connect_sdk::serde_json::{Value, json};
+
+/// How a column's values are carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `int2`.
+    Int16,
+    /// `int4`.
+    Int32,
+    /// `int8`.
+    Int64,
+    /// `float4`.
+    Float32,
+    /// `float8`, and numerics mapped by best fit with a fraction.
+    Float64,
+    /// `numeric(p,s)`: a Connect Decimal of scale `s`.
+    Decimal(u32),
+    /// `bool`.
+    Boolean,
+    /// `timestamp` and `timestamptz`.
+    Timestamp,
+    /// `date`.
+    Date,
+    /// `time` and `timetz`.
+    Time,
+    /// `bytea`.
+    Bytes,
+    /// Everything else, as the server's text.
+    Text,
+}
+
+/// How numerics map (`numeric.mapping`, as in Kafka Connect's JDBC source).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NumericMapping {
+    /// `none`: every constrained numeric is a Decimal.
+    Decimal,
+    /// `best_fit`: integers for scale 0 and precision up to 18, `float64` otherwise.
+    BestFit,
+}
+
+impl Kind {
+    /// The kind of a column of type `oid` with type modifier `typmod`.
+    pub fn of(oid: u32, typmod: i32, numerics: NumericMapping) -> Kind {
+        match oid {
+            21 => Kind::Int16,
+            23 | 26 => Kind::Int32,
+            20 => Kind::Int64,
+            700 => Kind::Float32,
+            701 => Kind::Float64,
+            16 => Kind::Boolean,
+            1114 | 1184 => Kind::Timestamp,
+            1082 => Kind::Date,
+            1083 | 1266 => Kind::Time,
+            17 => Kind::Bytes,
+            1700 if typmod >= 4 => {
+                let precision = ((typmod - 4) >> 16) as u32;
+                let scale = ((typmod - 4) & 0xffff) as u32;
+                match numerics {
+                    NumericMapping::Decimal => Kind::Decimal(scale),
+                    NumericMapping::BestFit if scale == 0 && precision <= 4 => Kind::Int16,
+                    NumericMapping::BestFit if scale == 0 && precision <= 9 => Kind::Int32,
+                    NumericMapping::BestFit if scale == 0 && precision <= 18 => Kind::Int64,
+                    NumericMapping::BestFit => Kind::Float64,
+                }
+            }
+            _ => Kind::Text,
+        }
+    }
+
+    /// The JSON payload of a text value of this kind; an error says what did not parse.
+    pub fn payload(self, text: &str) -> Result<Value, String> {
+        let bad = || format!("cannot read {text:?} as {self:?}");
+        Ok(match self {
+            Kind::Int16 | Kind::Int32 | Kind::Int64 => {
+                Value::from(text.parse::<i64>().map_err(|_| bad())?)
+            }
+            Kind::Float32 | Kind::Float64 => match text.parse::<f64>() {
+                Ok(f) if f.is_finite() => json!(f),
+                // JSON has no NaN or infinities; Connect's converter would refuse them too.
+                Ok(_) => Value::String(text.to_owned()),
+                Err(_) => return Err(bad()),
+            },
+            Kind::Decimal(scale) => {
+                let bytes = values::decimal_unscaled_bytes(text, scale).ok_or_else(|| {
+                    format!("cannot carry {text:?} as a Decimal of scale {scale} (NaN and infinities have no Decimal form)")
+                })?;
+                Value::String(base64(&bytes))
+            }
+            Kind::Boolean => Value::Bool(match text {
+                "t" | "true" => true,
+                "f" | "false" => false,
+                _ => return Err(bad()),
+            }),
+            Kind::Timestamp => {
+                let micros = values::parse_timestamp_micros(text).ok_or_else(bad)?;
+                Value::from(match micros {
+                    i64::MAX | i64::MIN => micros,
+                    _ => micros.div_euclid(1000),
+                })
+            }
+            Kind::Date => Value::from(values::parse_date(text).ok_or_else(bad)?),
+            Kind::Time => Value::from(values::parse_time_micros(text).ok_or_else(bad)? / 1000),
+            Kind::Bytes => Value::String(base64(&values::parse_bytea_hex(text).ok_or_else(bad)?)),
+            Kind::Text => Value::String(text.to_owned()),
+        })
+    }
+}
+
+/// Standard base64 with padding (what Connect's JSON converter writes for bytes).
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_map_as_kafka_connect_s_jdbc_source_maps_them() {
+        let numeric = |p: i32, s: i32| ((p << 16) | s) + 4;
+        assert_eq!(
+            Kind::of(1700, numeric(10, 2), NumericMapping::Decimal),
+            Kind::Decimal(2)
+        );
+        assert_eq!(Kind::of(1700, -1, NumericMapping::Decimal), Kind::Text);
+        assert_eq!(
+            Kind::of(1700, numeric(9, 0), NumericMapping::BestFit),
+            Kind::Int32
+        );
+        assert_eq!(
+            Kind::of(1700, numeric(18, 0), NumericMapping::BestFit),
+            Kind::Int64
+        );
+        assert_eq!(
+            Kind::of(1700, numeric(19, 0), NumericMapping::BestFit),
+            Kind::Float64
+        );
+        assert_eq!(
+            Kind::of(1700, numeric(10, 2), NumericMapping::BestFit),
+            Kind::Float64
+        );
+        assert_eq!(
+            Kind::of(3802, -1, NumericMapping::Decimal),
+            Kind::Text,
+            "jsonb"
+        );
+        assert_eq!(Kind::Decimal(2).payload("-1.50").unwrap(), json!("/2o="));
+        assert_eq!(
+            Kind::Timestamp
+                .payload("1970-01-01 00:00:01.999999")
+                .unwrap(),
+            json!(1999)
+        );
+        assert_eq!(
+            Kind::Timestamp.payload("1969-12-31 23:59:59.9995").unwrap(),
+            json!(-1)
+        );
+        assert_eq!(Kind::Date.payload("1970-01-02").unwrap(), json!(1));
+        assert_eq!(Kind::Time.payload("00:00:01.5").unwrap(), json!(1500));
+        assert_eq!(Kind::Bytes.payload("\\x00ff").unwrap(), json!("AP8="));
+        assert_eq!(Kind::Boolean.payload("t").unwrap(), json!(true));
+        assert_eq!(Kind::Float64.payload("NaN").unwrap(), json!("NaN"));
+        assert!(Kind::Int32.payload("x").is_err());
+    }
+
+    #[test]
+    fn base64_pads_as_java_s_encoder() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(&[0xfb, 0xff]), "+/8=");
+    }
+}
