@@ -67,6 +67,10 @@ async fn hostile_plugins_fail_alone_while_rest_and_a_neighbour_keep_going() {
         kafka::bootstrap()
     );
     let refused_rest = format!("the sandbox refused TCP connect to {rest_address}");
+    let refused_http = format!(
+        "the sandbox refused HTTP GET http://{}/: not granted by sandbox.http.allow (granted: nothing)",
+        kafka::bootstrap()
+    );
     let path = |p: &std::path::Path| p.display().to_string();
     let read_granted =
         |file: String| json!({"mode": "read", "path": file, "sandbox.fs.read": path(&granted)});
@@ -132,6 +136,11 @@ async fn hostile_plugins_fail_alone_while_rest_and_a_neighbour_keep_going() {
             "net-rest",
             json!({"mode": "connect", "address": rest_address, "sandbox.net.connect": kafka::bootstrap()}),
             refused_rest.as_str(),
+        ),
+        (
+            "net-http",
+            json!({"mode": "http", "address": format!("http://{}/", kafka::bootstrap())}),
+            refused_http.as_str(),
         ),
         (
             "net-name",
@@ -290,6 +299,12 @@ async fn granted_peers_are_reachable_by_name_and_by_address() {
             "by-block",
             json!({"mode": "connect", "address": kafka::bootstrap(), "sandbox.net.connect": format!("127.0.0.0/8:{port}")}),
             "connected to 127.0.0.1:",
+        ),
+        (
+            "http",
+            json!({"mode": "http", "address": format!("{url}/connectors?expand=status"),
+                   "sandbox.http.allow": format!("{url}/connectors")}),
+            "HTTP 200",
         ),
         (
             "lookup",

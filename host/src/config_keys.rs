@@ -8,6 +8,9 @@ pub const FS_WRITE: &str = "sandbox.fs.write";
 /// Comma-separated TCP peers (`host:port`, `*.domain:port`, `address:port`, `CIDR:port`) a
 /// plugin may connect to; the names listed are the only ones it may look up.
 pub const NET_CONNECT: &str = "sandbox.net.connect";
+/// Comma-separated URL prefixes (`https://host[:port][/path/]`) a plugin may send HTTP requests
+/// to through `wasi:http`.
+pub const HTTP_ALLOW: &str = "sandbox.http.allow";
 /// Per-connector override of the instance memory limit, in bytes.
 pub const MEMORY_MAX_BYTES: &str = "sandbox.memory.max.bytes";
 /// Per-connector override of the CPU deadline of one plugin call, in milliseconds.

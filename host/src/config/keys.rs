@@ -730,6 +730,13 @@ pub const KEYS: &[Key] = &[
         scope: Scope::Connector,
     },
     Key {
+        name: "sandbox.http.allow",
+        kind: Kind::List,
+        default: KeyDefault::None,
+        doc: "URL prefixes (scheme://host[:port][/path/]) the plugin may send HTTP requests to.",
+        scope: Scope::Connector,
+    },
+    Key {
         name: "sandbox.topics.write",
         kind: Kind::List,
         default: KeyDefault::None,
@@ -860,6 +867,7 @@ mod tests {
             FS_READ,
             FS_WRITE,
             NET_CONNECT,
+            HTTP_ALLOW,
             MEMORY_MAX_BYTES,
             CALL_TIMEOUT_MS,
             CALL_WALL_TIMEOUT_MS,

@@ -7,9 +7,11 @@
 //! connector may write to (`topic`, `topics`, `topic.prefix`, `sandbox.topics.write`,
 //! `sandbox.topics.write.regex`), which the source loop checks for every new topic; and TCP
 //! connections to the peers `sandbox.net.connect` lists, with lookups of the names it lists
-//! ([`net`]). Never granted: the environment, arguments, stdin, binds, listening sockets, UDP,
+//! ([`net`]), and HTTP requests to the URL prefixes `sandbox.http.allow` lists ([`http`]). Never
+//! granted: the environment, arguments, stdin, binds, listening sockets, UDP,
 //! and lookups of any other name. Stdout and stderr go to the logs.
 
+pub mod http;
 pub mod net;
 
 use std::path::{Path, PathBuf};
@@ -20,7 +22,33 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 use super::state::Tags;
 use super::stdio::{LogStream, Stream};
 use crate::config_keys::{FS_READ, FS_WRITE, TOPICS_WRITE, TOPICS_WRITE_REGEX};
+pub use http::{HTTP_ALLOW, HttpGrant};
 pub use net::{NET_CONNECT, NetAccess, NetGrant};
+
+/// The items of the comma-separated list keys named `key` in `config`, parsed with `parse`
+/// (whose error names the key and the item), in order.
+fn parse_list<T>(
+    config: &[(String, String)],
+    key: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    config
+        .iter()
+        .filter(|(k, _)| k == key)
+        .flat_map(|(_, value)| value.split(',').map(str::trim).filter(|s| !s.is_empty()))
+        .map(parse)
+        .collect()
+}
+
+/// A grant's entries as the operator wrote them, in one phrase (`nothing` for none).
+fn describe_list<'a>(texts: impl Iterator<Item = &'a str>) -> String {
+    let texts: Vec<&str> = texts.collect();
+    if texts.is_empty() {
+        "nothing".to_owned()
+    } else {
+        texts.join(", ")
+    }
+}
 
 /// Most bytes one `get-random-bytes` call may ask for (wasmtime's default is 64 MiB).
 pub const MAX_RANDOM_REQUEST: u64 = 1024 * 1024;
@@ -139,6 +167,7 @@ pub struct Grants {
     dirs: Vec<DirGrant>,
     topics: TopicGrant,
     net: NetGrant,
+    http: HttpGrant,
 }
 
 impl Grants {
@@ -170,7 +199,13 @@ impl Grants {
             dirs,
             topics: TopicGrant::from_config(config)?,
             net: NetGrant::from_config(config)?,
+            http: HttpGrant::from_config(config)?,
         })
+    }
+
+    /// The URLs HTTP requests may go to.
+    pub fn http(&self) -> &HttpGrant {
+        &self.http
     }
 
     /// The TCP peers granted.

@@ -85,6 +85,8 @@ impl Sandbox {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         // Name lookups answer only granted names: WASI's own lookup is replaced.
         super::name_lookup::add_to_linker(&mut linker)?;
+        // Outgoing HTTP, each request checked against the connector's grant (`sandbox::http`).
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         super::wit::add_to_linker(&mut linker)?;
         let cache = CompileCache::new(cache_dir)
             .map_err(|e| anyhow::anyhow!("cannot create the compile cache directory: {e}"))?;
@@ -150,6 +152,8 @@ impl Sandbox {
         ));
         let state = HostState {
             wasi: ctx.grants.wasi_ctx(&ctx.tags, &log_budget, &net)?,
+            http: wasmtime_wasi_http::WasiHttpCtx::new(),
+            http_gate: super::http::HttpGate::new(ctx.grants.http().clone(), Arc::clone(&net)),
             net,
             log_budget,
             table,

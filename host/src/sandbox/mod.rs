@@ -4,6 +4,8 @@
 //! - [`engine`]: the engine, epoch ticker, linker, store construction.
 //! - [`cache`]: compiled components on disk, keyed by content and engine.
 //! - [`capabilities`]: the only place a connector config turns into WASI permissions.
+//! - `http`: outgoing HTTP (`wasi:http`), each request checked against the connector's grant
+//!   and sent by the worker.
 //! - `name_lookup`: `wasi:sockets/ip-name-lookup` answering only the names a connector is
 //!   granted.
 //! - [`limits`]: memory and CPU limits per instance.
@@ -17,6 +19,7 @@ pub mod cache;
 pub mod capabilities;
 mod data_ref;
 pub mod engine;
+mod http;
 pub mod instance;
 pub mod limits;
 mod name_lookup;

@@ -84,6 +84,9 @@ pub struct HostState {
     /// The instance's network grant and what it resolved and was refused (shared with the
     /// socket check inside `wasi`).
     pub(crate) net: Arc<super::capabilities::NetAccess>,
+    /// `wasi:http`'s context, and the hooks that check and send each request.
+    pub(crate) http: wasmtime_wasi_http::WasiHttpCtx,
+    pub(crate) http_gate: super::http::HttpGate,
     pub(crate) meter: Meter,
     pub(crate) tags: Tags,
     pub(crate) offsets: Arc<dyn OffsetReader>,
@@ -104,6 +107,16 @@ impl WasiView for HostState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpView for HostState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            hooks: &mut self.http_gate,
+            table: &mut self.table,
+            ctx: &mut self.http,
         }
     }
 }

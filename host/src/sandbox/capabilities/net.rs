@@ -88,16 +88,9 @@ pub struct NetGrant {
 impl NetGrant {
     /// The grant a connector config makes; an error names the key and the bad entry.
     pub fn from_config(config: &[(String, String)]) -> Result<Self, String> {
-        let mut entries = Vec::new();
-        for (key, value) in config {
-            if key != NET_CONNECT {
-                continue;
-            }
-            for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                entries.push(parse_entry(item)?);
-            }
-        }
-        Ok(Self { entries })
+        Ok(Self {
+            entries: super::parse_list(config, NET_CONNECT, parse_entry)?,
+        })
     }
 
     /// Whether nothing is granted (then the instance gets no network at all).
@@ -112,11 +105,7 @@ impl NetGrant {
 
     /// What is granted, in one phrase.
     pub fn describe(&self) -> String {
-        if self.entries.is_empty() {
-            "nothing".to_owned()
-        } else {
-            self.entries().join(", ")
-        }
+        super::describe_list(self.entries.iter().map(|e| e.text.as_str()))
     }
 
     /// The granted ports a name may be connected on: empty when the name is not granted.
@@ -265,7 +254,7 @@ impl NetAccess {
         if !self.grant.ports_of_name(&canonical).is_empty() {
             return true;
         }
-        self.deny(format!(
+        self.refuse(format!(
             "name lookup of {name:?}: not granted by {NET_CONNECT} (granted: {})",
             self.grant.describe()
         ));
@@ -320,7 +309,7 @@ impl NetAccess {
                 }
                 _ => format!("UDP use of {addr}: plugins may not use UDP"),
             };
-            self.deny(what);
+            self.refuse(what);
         }
         allowed
     }
@@ -381,8 +370,9 @@ impl NetAccess {
         ips
     }
 
-    /// Record a refusal: logged (rate-limited per target) and kept for the call's error.
-    fn deny(&self, what: String) {
+    /// Record a refusal (of a socket use, a lookup, or an HTTP request): logged (rate-limited
+    /// per target) and kept for the call's error.
+    pub(crate) fn refuse(&self, what: String) {
         let mut state = self.state();
         let now = Instant::now();
         let log = match state.logged.get(&what) {

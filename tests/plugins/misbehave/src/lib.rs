@@ -10,6 +10,8 @@
 //!   nothing leaked); fails fatally with the I/O error when the sandbox refuses.
 //! - `connect`: opens a TCP connection to `address` (`host:port`, a name is looked up first);
 //!   returns a record `connected to <peer>` and then nothing, or fails fatally with the error.
+//! - `http`: sends `GET address` (a URL) through `wasi:http`; returns a record `HTTP <status>`,
+//!   or fails fatally with the error.
 //! - `resolve`: looks up the host of `address`; returns a record with the addresses, or fails
 //!   fatally with the error.
 //! - `poison`: returns records 0..`count` (JSON `{"seq": n}`), except that the indices in
@@ -77,6 +79,7 @@ const MODES: &[&str] = &[
     "read",
     "connect",
     "resolve",
+    "http",
     "poison",
     "offsets-loop",
     "clock-loop",
@@ -486,6 +489,16 @@ impl SourceTask for Task {
                     ))),
                 };
             }
+            "http" => {
+                if self.next > 0 {
+                    return Ok(Vec::new());
+                }
+                self.next = 1;
+                return match http_get(&self.address) {
+                    Ok(status) => Ok(vec![record(0, Data::Text(format!("HTTP {status}")))]),
+                    Err(e) => Err(Error::fatal(format!("cannot GET {}: {e}", self.address))),
+                };
+            }
             "resolve" => {
                 if self.next > 0 {
                     return Ok(Vec::new());
@@ -542,3 +555,36 @@ fn recurse(depth: u64) -> u64 {
 }
 
 export_source_connector!(Misbehave);
+
+/// `GET url` through `wasi:http`, waiting for the response's status.
+fn http_get(url: &str) -> std::result::Result<u16, String> {
+    use wasip2::http::outgoing_handler;
+    use wasip2::http::types::{Fields, OutgoingRequest, Scheme};
+    let (scheme, rest) = url.split_once("://").ok_or("not a URL")?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let request = OutgoingRequest::new(Fields::new());
+    let scheme = if scheme == "https" {
+        Scheme::Https
+    } else {
+        Scheme::Http
+    };
+    request
+        .set_scheme(Some(&scheme))
+        .map_err(|()| "bad scheme")?;
+    request
+        .set_authority(Some(authority))
+        .map_err(|()| "bad authority")?;
+    request
+        .set_path_with_query(Some(path))
+        .map_err(|()| "bad path")?;
+    let response = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;
+    response.subscribe().block();
+    match response.get() {
+        Some(Ok(Ok(response))) => Ok(response.status()),
+        Some(Ok(Err(e))) => Err(format!("{e:?}")),
+        _ => Err("no response".to_owned()),
+    }
+}
