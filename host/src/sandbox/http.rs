@@ -53,10 +53,16 @@ impl WasiHttpHooks for HttpGate {
     ) -> Box<dyn Future<Output = Result<Sent, Error>> + Send> {
         drop(fut);
         if !self.grant.allows(request.uri()) {
+            // Without user info or query: either may carry a credential, and the refusal is
+            // logged and shown in the task's status.
+            let uri = request.uri();
+            let port = uri.port().map(|p| format!(":{p}")).unwrap_or_default();
             self.net.refuse(format!(
-                "HTTP {} {}: not granted by {} (granted: {})",
+                "HTTP {} {}://{}{port}{}: not granted by {} (granted: {})",
                 request.method(),
-                request.uri(),
+                uri.scheme_str().unwrap_or("?"),
+                uri.host().unwrap_or("?"),
+                uri.path(),
                 super::capabilities::http::HTTP_ALLOW,
                 self.grant.describe()
             ));
