@@ -54,13 +54,12 @@ impl TableName {
     }
 }
 
-/// A connection error as the connector's error: retriable when a retry may cure it. Says to
-/// check the grant when the sandbox refused the connection.
+/// A database error as the connector's error: retriable when a retry may cure it.
 fn db_error(what: &str, e: &DbError) -> Error {
-    let mut message = format!("{what}: {e}");
-    if matches!(e, DbError::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied) {
-        message.push_str(" (is the database's host:port granted with sandbox.net.connect?)");
-    }
+    classified(e, format!("{what}: {e}"))
+}
+
+fn classified(e: &DbError, message: String) -> Error {
     if e.is_transient() {
         Error::retriable(message)
     } else {
@@ -78,15 +77,23 @@ fn ensure<'a>(slot: &'a mut Option<Client>, settings: &Settings) -> Result<&'a m
 }
 
 fn connect(settings: &Settings) -> Result<Client> {
-    Client::connect(&settings.login).map_err(|e| {
-        db_error(
-            &format!(
-                "cannot connect to {}:{} as {}",
-                settings.login.host, settings.login.port, settings.login.user
-            ),
-            &e,
-        )
-    })
+    Client::connect(&settings.login).map_err(|e| classified(&e, connect_message(settings, &e)))
+}
+
+/// Why a login failed, with the grant to add when the sandbox refused the connection.
+fn connect_message(settings: &Settings, e: &DbError) -> String {
+    let login = &settings.login;
+    let mut message = format!(
+        "cannot connect to {}:{} as {}: {e}",
+        login.host, login.port, login.user
+    );
+    if matches!(e, DbError::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied) {
+        message.push_str(&format!(
+            " (grant it: sandbox.net.connect={}:{})",
+            login.host, login.port
+        ));
+    }
+    message
 }
 
 /// The tables the connector reads, in name order.
@@ -145,18 +152,10 @@ impl Connector for PostgresSource {
         let mut client = match Client::connect(&settings.login) {
             Ok(c) => c,
             Err(e) => {
-                let mut message = format!(
-                    "cannot connect to {}:{} as {}: {e}",
-                    settings.login.host, settings.login.port, settings.login.user
-                );
-                if matches!(&e, DbError::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied)
-                {
-                    message.push_str(&format!(
-                        " (grant it: sandbox.net.connect={}:{})",
-                        settings.login.host, settings.login.port
-                    ));
-                }
-                return vec![ConfigError::new("connection.url", message)];
+                return vec![ConfigError::new(
+                    "connection.url",
+                    connect_message(&settings, &e),
+                )];
             }
         };
         let tables = match list_tables(&mut client, &settings) {
@@ -312,6 +311,8 @@ struct TableReader {
     name: TableName,
     topic: String,
     partition: Value,
+    /// `partition` as JSON text, serialized once rather than per record.
+    partition_text: String,
     columns: Vec<ColumnInfo>,
     /// Indexes (in `columns`) of the primary key's columns, in key order.
     key: Vec<usize>,
@@ -419,9 +420,11 @@ impl TableReader {
             }
         }
         let database = &settings.login.dbname;
+        let partition = json!({"protocol": "1", "table": format!("{database}.{}", name.dotted())});
         Ok(TableReader {
             topic: format!("{}{}", settings.topic_prefix, name.table),
-            partition: json!({"protocol": "1", "table": format!("{database}.{}", name.dotted())}),
+            partition_text: partition.to_string(),
+            partition,
             name,
             columns,
             key,
@@ -628,12 +631,16 @@ impl TableReader {
         for (i, column) in self.columns.iter().enumerate() {
             object.insert(column.name.clone(), value(i)?);
         }
-        let mut record = SourceRecord::new(
-            &self.partition,
-            &position.offset(mode),
-            Data::Json(Value::Object(object).to_string()),
-        )
-        .with_topic(&self.topic);
+        let mut record = SourceRecord {
+            topic: Some(self.topic.clone()),
+            partition: None,
+            key: None,
+            value: Some(Data::Json(Value::Object(object).to_string())),
+            headers: Vec::new(),
+            timestamp: None,
+            source_partition: self.partition_text.clone(),
+            source_offset: position.offset(mode).to_string(),
+        };
         if !self.key.is_empty() {
             let mut key = Map::new();
             for i in &self.key {
