@@ -65,7 +65,7 @@ fn plugins_list_json_and_skipped_files() {
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(json["plugins"][0]["name"], "datagen");
     assert_eq!(json["plugins"][0]["kind"], "source");
-    assert_eq!(json["plugins"][0]["contract"], "wasm-connect:plugin@0.3.0");
+    assert_eq!(json["plugins"][0]["contract"], "wasm-connect:plugin@0.4.0");
     assert!(
         json["skipped"][0]["file"]
             .as_str()

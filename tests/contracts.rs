@@ -50,9 +50,9 @@ async fn plugins_of_every_contract_version_load() {
         let current = load(&sandbox, &plugin_file(name)).await;
         assert_eq!(
             (current.contract.to_string(), current.world),
-            ("0.3.0".to_owned(), world)
+            ("0.4.0".to_owned(), world)
         );
-        for version in ["0.1.0", "0.2.0"] {
+        for version in ["0.1.0", "0.2.0", "0.3.0"] {
             let fixtures = fixture_plugins(dir.path(), version);
             let plugin = load(&sandbox, &fixtures.join(format!("{name}.wasm"))).await;
             assert_eq!(
@@ -72,6 +72,11 @@ async fn a_pipeline_of_contract_0_1_0_plugins_moves_every_record() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pipeline_of_contract_0_2_0_plugins_moves_every_record() {
     pipeline_of_fixtures("0.2.0").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pipeline_of_contract_0_3_0_plugins_moves_every_record() {
+    pipeline_of_fixtures("0.3.0").await;
 }
 
 /// `datagen` into Kafka and `file-sink` out of it, both the fixtures of contract `version`:

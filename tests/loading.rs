@@ -15,7 +15,7 @@ async fn first_party_plugins_load_with_their_specs() {
     assert_eq!(datagen.spec.name, "datagen");
     assert_eq!(datagen.spec.kind, Kind::Source);
     assert_eq!(datagen.world, World::Source);
-    assert_eq!(datagen.contract.to_string(), "0.3.0");
+    assert_eq!(datagen.contract.to_string(), "0.4.0");
     let topic = datagen
         .spec
         .config

@@ -138,7 +138,7 @@ impl<T: SourceTask> source_task::GuestSourceTask for TaskCell<T> {
         let task = T::create(Config::from(config))?;
         Ok(source_task::Handle::new(TaskCell(RefCell::new(task))))
     }
-    fn poll(&self, max_records: u32) -> WitResult<batch::SourceBatch> {
+    fn poll(&self, max_records: u32) -> WitResult<batch::PolledBatch> {
         let mut batch = SourceBatch::with_capacity(max_records.min(MAX_PREALLOCATED) as usize);
         self.0.borrow_mut().poll_into(max_records, &mut batch)?;
         Ok(batch.finish())
@@ -172,8 +172,12 @@ impl<T: SinkTask> sink_task::GuestSinkTask for TaskCell<T> {
     fn close(&self, partitions: Vec<wit::TopicPartition>) -> WitResult<()> {
         Ok(self.0.borrow_mut().close(partitions)?)
     }
-    fn put(&self, batch: batch::SinkBatch) -> WitResult<Vec<wit::RecordFailure>> {
-        let records = SinkRecords::new(batch)?;
+    fn put(
+        &self,
+        batch: batch::SinkBatch,
+        schemas: batch::SchemaColumns,
+    ) -> WitResult<Vec<wit::RecordFailure>> {
+        let records = SinkRecords::new(batch, schemas)?;
         Ok(self.0.borrow_mut().put(&records)?)
     }
     fn flush(

@@ -1,4 +1,4 @@
-//! The pieces of a packed batch (`wit/0.3.0/batch.wit`: one buffer of bytes plus one list per
+//! The pieces of a packed batch (`wit/0.4.0/batch.wit`: one buffer of bytes plus one list per
 //! field) that source and sink batches share.
 
 use crate::Error;

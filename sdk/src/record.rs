@@ -59,6 +59,14 @@ pub struct SourceRecord {
     /// How far into that partition this record is, as a JSON object text. The worker records
     /// it once Kafka acknowledged this record and every earlier one of the same partition.
     pub source_offset: String,
+    /// The key's Kafka Connect schema as JSON text, in the JsonConverter's form (e.g.
+    /// `{"type":"int64","optional":false}`); `None`: the converter infers one if it needs it.
+    pub key_schema: Option<String>,
+    /// The value's Kafka Connect schema as JSON text, in the JsonConverter's form (e.g.
+    /// `{"type":"struct","fields":[...],"optional":false,"name":"orders"}`), the value being
+    /// its payload in that converter's encoding; `None`: the converter infers one if it needs
+    /// it.
+    pub value_schema: Option<String>,
 }
 
 impl SourceRecord {
@@ -79,6 +87,8 @@ impl SourceRecord {
             timestamp: None,
             source_partition: source_partition.to_string(),
             source_offset: source_offset.to_string(),
+            key_schema: None,
+            value_schema: None,
         }
     }
 
@@ -122,4 +132,10 @@ pub struct SinkRecord {
     pub headers: Vec<Header>,
     /// Milliseconds since the Unix epoch, as stored in Kafka; `None` if the broker had none.
     pub timestamp: Option<i64>,
+    /// The key's Kafka Connect schema (JSON text), where the worker's key converter has one
+    /// (the json converter with `schemas.enable=true`).
+    pub key_schema: Option<String>,
+    /// The value's Kafka Connect schema (JSON text), where the worker's value converter has
+    /// one (the json converter with `schemas.enable=true`).
+    pub value_schema: Option<String>,
 }

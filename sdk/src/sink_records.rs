@@ -1,8 +1,10 @@
 //! The records of one `SinkTask::put`, read in place from the packed batch the worker sent
-//! (`wit/0.3.0/batch.wit`): no record is copied unless the plugin asks for an owned copy.
+//! (`wit/0.4.0/batch.wit`): no record is copied unless the plugin asks for an owned copy.
 
 use crate::Error;
-use crate::bindings::batch::{DataColumn, PackedHeader, SinkBatch, Span};
+use crate::bindings::batch::{
+    DataColumn, PackedHeader, SchemaColumns, SinkBatch, Span, SpanColumn,
+};
 use crate::packed::{BYTES, JSON, NULL, TEXT, Writer, data_column, topic_index};
 use crate::record::{Data, Header, SinkRecord};
 
@@ -11,6 +13,7 @@ use crate::record::{Data, Header, SinkRecord};
 /// [`crate::RecordFailure`] names.
 pub struct SinkRecords {
     batch: SinkBatch,
+    schemas: SchemaColumns,
 }
 
 /// A key or value, borrowed from the batch: [`Data`] without the copy.
@@ -64,18 +67,19 @@ pub struct HeaderRef<'a> {
 #[derive(Clone, Copy)]
 pub struct SinkRecordRef<'a> {
     batch: &'a SinkBatch,
+    schemas: &'a SchemaColumns,
     index: usize,
 }
 
 impl SinkRecords {
     /// Check the batch's rules once, so that reading it later cannot fail.
-    pub(crate) fn new(batch: SinkBatch) -> Result<Self, Error> {
-        check(&batch).map_err(|problem| {
+    pub(crate) fn new(batch: SinkBatch, schemas: SchemaColumns) -> Result<Self, Error> {
+        check(&batch, &schemas).map_err(|problem| {
             Error::fatal(format!(
                 "the worker sent a malformed batch ({problem}); the worker and wasm-connect-sdk disagree on the contract"
             ))
         })?;
-        Ok(Self { batch })
+        Ok(Self { batch, schemas })
     }
 
     /// A batch of `records`, packed as the worker packs them: for a sink task's unit tests,
@@ -98,7 +102,17 @@ impl SinkRecords {
             },
         };
         let index = |n: usize| u32::try_from(n).map_err(|_| Error::fatal("too many records"));
-        for record in records {
+        let mut schemas = SchemaColumns {
+            key: SpanColumn {
+                start: Vec::new(),
+                len: Vec::new(),
+            },
+            value: SpanColumn {
+                start: Vec::new(),
+                len: Vec::new(),
+            },
+        };
+        for (i, record) in records.iter().enumerate() {
             let topic = topic_index(&mut batch.topics, &record.topic);
             batch.topic.push(index(topic)?);
             batch.partition.push(record.partition);
@@ -111,9 +125,12 @@ impl SinkRecords {
                 &mut batch.headers,
                 &mut batch.header_ranges,
             )?;
+            let (key, value) = (record.key_schema.as_deref(), record.value_schema.as_deref());
+            crate::source_batch::push_schema(&mut data, &mut schemas.key, i, key)?;
+            crate::source_batch::push_schema(&mut data, &mut schemas.value, i, value)?;
         }
         batch.data = data.0;
-        Ok(Self { batch })
+        Ok(Self { batch, schemas })
     }
 
     /// How many records the batch has.
@@ -130,6 +147,7 @@ impl SinkRecords {
     pub fn get(&self, index: usize) -> Option<SinkRecordRef<'_>> {
         (index < self.len()).then_some(SinkRecordRef {
             batch: &self.batch,
+            schemas: &self.schemas,
             index,
         })
     }
@@ -138,6 +156,7 @@ impl SinkRecords {
     pub fn iter(&self) -> impl ExactSizeIterator<Item = SinkRecordRef<'_>> {
         (0..self.len()).map(|index| SinkRecordRef {
             batch: &self.batch,
+            schemas: &self.schemas,
             index,
         })
     }
@@ -207,6 +226,19 @@ impl<'a> SinkRecordRef<'a> {
         data(self.batch, &self.batch.value, self.index)
     }
 
+    /// The key's Kafka Connect schema (JSON text, the JsonConverter's form), where the
+    /// worker's key converter has one (`key.converter=json` with `schemas.enable=true`).
+    pub fn key_schema(&self) -> Option<&'a str> {
+        schema(self.batch, &self.schemas.key, self.index)
+    }
+
+    /// The value's Kafka Connect schema (JSON text, the JsonConverter's form), where the
+    /// worker's value converter has one (`value.converter=json` with `schemas.enable=true`):
+    /// then [`SinkRecordRef::value`] is the envelope's payload.
+    pub fn value_schema(&self) -> Option<&'a str> {
+        schema(self.batch, &self.schemas.value, self.index)
+    }
+
     /// The headers, in order.
     pub fn headers(&self) -> impl ExactSizeIterator<Item = HeaderRef<'a>> + 'a {
         let batch = self.batch;
@@ -236,7 +268,16 @@ impl<'a> SinkRecordRef<'a> {
                 })
                 .collect(),
             timestamp: self.timestamp(),
+            key_schema: self.key_schema().map(str::to_owned),
+            value_schema: self.value_schema().map(str::to_owned),
         }
+    }
+}
+
+fn schema<'a>(batch: &'a SinkBatch, column: &SpanColumn, i: usize) -> Option<&'a str> {
+    match (column.start.get(i), column.len.get(i)) {
+        (Some(&start), Some(&len)) if len > 0 => Some(text(batch, Span { start, len })),
+        _ => None,
     }
 }
 
@@ -270,7 +311,7 @@ fn data<'a>(batch: &'a SinkBatch, column: &DataColumn, i: usize) -> Option<DataR
 
 /// Every rule of `batch.wit` for a sink batch but UTF-8 (see `text`), so the readers above
 /// cannot fail.
-fn check(batch: &SinkBatch) -> Result<(), String> {
+fn check(batch: &SinkBatch, schemas: &SchemaColumns) -> Result<(), String> {
     let n = batch.topic.len();
     let lengths = [
         ("partition", batch.partition.len()),
@@ -301,6 +342,20 @@ fn check(batch: &SinkBatch) -> Result<(), String> {
                 )
             })
     };
+    for (name, column) in [
+        ("key schema", &schemas.key),
+        ("value schema", &schemas.value),
+    ] {
+        let (starts, lens) = (column.start.len(), column.len.len());
+        if starts != lens || (starts != 0 && starts != n) {
+            return Err(format!(
+                "{name} has {starts} starts and {lens} lengths for {n} records"
+            ));
+        }
+        for (&start, &len) in column.start.iter().zip(&column.len) {
+            span(Span { start, len }, name)?;
+        }
+    }
     for (name, column) in [("key", &batch.key), ("value", &batch.value)] {
         for i in 0..n {
             let bytes = span(
@@ -381,9 +436,40 @@ mod tests {
         }
     }
 
+    fn no_schemas() -> SchemaColumns {
+        let empty = || SpanColumn {
+            start: Vec::new(),
+            len: Vec::new(),
+        };
+        SchemaColumns {
+            key: empty(),
+            value: empty(),
+        }
+    }
+
+    #[test]
+    fn schema_columns_are_checked_too() {
+        let mut schemas = no_schemas();
+        schemas.value.start = vec![0];
+        schemas.value.len = vec![1];
+        let err = SinkRecords::new(sink_batch(), schemas).unwrap_err();
+        assert!(
+            format!("{err:?}").contains("value schema has 1 starts"),
+            "{err:?}"
+        );
+        let mut schemas = no_schemas();
+        schemas.key.start = vec![0, 900];
+        schemas.key.len = vec![0, 2];
+        let err = SinkRecords::new(sink_batch(), schemas).unwrap_err();
+        assert!(
+            format!("{err:?}").contains("key schema span ends past"),
+            "{err:?}"
+        );
+    }
+
     #[test]
     fn records_read_in_place() {
-        let records = SinkRecords::new(sink_batch()).unwrap();
+        let records = SinkRecords::new(sink_batch(), no_schemas()).unwrap();
         assert_eq!(records.len(), 2);
         let first = records.get(0).unwrap();
         assert_eq!(
@@ -445,6 +531,8 @@ mod tests {
                     },
                 ],
                 timestamp: Some(3),
+                key_schema: None,
+                value_schema: None,
             },
             SinkRecord {
                 topic: "b".to_owned(),
@@ -454,10 +542,17 @@ mod tests {
                 value: Some(Data::Json("{}".to_owned())),
                 headers: Vec::new(),
                 timestamp: None,
+                key_schema: Some(r#"{"type":"string","optional":false}"#.to_owned()),
+                value_schema: Some(r#"{"type":"struct","optional":true}"#.to_owned()),
             },
         ];
         let batch = SinkRecords::from_records(&records).unwrap();
-        assert!(check(&batch.batch).is_ok());
+        assert!(check(&batch.batch, &batch.schemas).is_ok());
+        assert_eq!(batch.schemas.value.len[0], 0, "record 0 has no schema");
+        assert_eq!(
+            batch.get(1).unwrap().value_schema(),
+            Some(r#"{"type":"struct","optional":true}"#)
+        );
         assert_eq!(batch.to_vec(), records);
     }
 
@@ -466,7 +561,7 @@ mod tests {
         let malformed = |change: fn(&mut SinkBatch)| {
             let mut batch = sink_batch();
             change(&mut batch);
-            match SinkRecords::new(batch) {
+            match SinkRecords::new(batch, no_schemas()) {
                 Err(Error::Fatal(message)) => message,
                 other => panic!("expected a fatal error, got {other:?}"),
             }

@@ -1,10 +1,10 @@
 //! The records of one `SourceTask::poll_into`, written straight into the packed batch the worker
-//! reads (`wit/0.3.0/batch.wit`). A task that fills it from borrowed fields allocates nothing per
+//! reads (`wit/0.4.0/batch.wit`). A task that fills it from borrowed fields allocates nothing per
 //! record (profiled: building an owned `SourceRecord` per record, and freeing it after packing,
 //! was the largest cost of a no-op source plugin inside the sandbox).
 
 use crate::Error;
-use crate::bindings::batch::{self, HeaderRanges, PackedHeader, Span, SpanColumn};
+use crate::bindings::batch::{self, HeaderRanges, PackedHeader, SchemaColumns, Span, SpanColumn};
 use crate::packed::{Writer, data_column, same_bytes, to_u32, topic_index};
 use crate::record::SourceRecord;
 use crate::sink_records::{DataRef, HeaderRef};
@@ -28,6 +28,10 @@ pub struct SourceRecordRef<'a> {
     pub source_partition: &'a str,
     /// JSON object text, e.g. `{"position":42}`.
     pub source_offset: &'a str,
+    /// The key's Kafka Connect schema (JSON text; see [`SourceRecord::key_schema`]).
+    pub key_schema: Option<&'a str>,
+    /// The value's Kafka Connect schema (JSON text; see [`SourceRecord::value_schema`]).
+    pub value_schema: Option<&'a str>,
 }
 
 impl<'a> SourceRecordRef<'a> {
@@ -43,6 +47,8 @@ impl<'a> SourceRecordRef<'a> {
             timestamp: None,
             source_partition,
             source_offset,
+            key_schema: None,
+            value_schema: None,
         }
     }
 
@@ -57,6 +63,18 @@ impl<'a> SourceRecordRef<'a> {
         self.topic = Some(topic);
         self
     }
+
+    /// Give the key a Kafka Connect schema (JSON text).
+    pub fn with_key_schema(mut self, schema: &'a str) -> Self {
+        self.key_schema = Some(schema);
+        self
+    }
+
+    /// Give the value a Kafka Connect schema (JSON text).
+    pub fn with_value_schema(mut self, schema: &'a str) -> Self {
+        self.value_schema = Some(schema);
+        self
+    }
 }
 
 /// Records for the worker, packed as they are added: what [`crate::SourceTask::poll_into`]
@@ -67,6 +85,8 @@ pub struct SourceBatch {
     batch: batch::SourceBatch,
     /// The previous record's source partition: a repeated one is stored once.
     previous_partition: Option<Span>,
+    /// The records' schemas; a column stays empty until a record has such a schema.
+    schemas: SchemaColumns,
 }
 
 impl SourceBatch {
@@ -95,6 +115,16 @@ impl SourceBatch {
                 },
             },
             previous_partition: None,
+            schemas: SchemaColumns {
+                key: SpanColumn {
+                    start: Vec::new(),
+                    len: Vec::new(),
+                },
+                value: SpanColumn {
+                    start: Vec::new(),
+                    len: Vec::new(),
+                },
+            },
         }
     }
 
@@ -124,6 +154,8 @@ impl SourceBatch {
                 timestamp: record.timestamp,
                 source_partition: &record.source_partition,
                 source_offset: &record.source_offset,
+                key_schema: record.key_schema.as_deref(),
+                value_schema: record.value_schema.as_deref(),
             },
             headers,
         )
@@ -170,15 +202,62 @@ impl SourceBatch {
             let value = value.map(|v| self.data.push(v)).transpose()?;
             batch.headers.push(PackedHeader { key, value });
         }
+        let index = batch.topic.len() - 1;
+        push_schema(
+            &mut self.data,
+            &mut self.schemas.key,
+            index,
+            record.key_schema,
+        )?;
+        push_schema(
+            &mut self.data,
+            &mut self.schemas.value,
+            index,
+            record.value_schema,
+        )?;
         Ok(())
     }
 
     /// The batch as `source-task.poll` returns it.
-    pub(crate) fn finish(self) -> batch::SourceBatch {
+    pub(crate) fn finish(self) -> batch::PolledBatch {
         let mut batch = self.batch;
         batch.data = self.data.0;
-        batch
+        batch::PolledBatch {
+            records: batch,
+            schemas: self.schemas,
+        }
     }
+}
+
+/// Record `index`'s schema into `column`: an empty column until a record has a schema (then
+/// length 0 for the records before it), and a schema equal to the previous record's shares its
+/// span (a table's rows all carry the same one).
+pub(crate) fn push_schema(
+    data: &mut Writer,
+    column: &mut SpanColumn,
+    index: usize,
+    schema: Option<&str>,
+) -> Result<(), Error> {
+    if column.len.is_empty() {
+        if schema.is_none() {
+            return Ok(());
+        }
+        column.start.resize(index, 0);
+        column.len.resize(index, 0);
+    }
+    let span = match schema {
+        None => Span { start: 0, len: 0 },
+        Some(text) => match (column.start.last(), column.len.last()) {
+            (Some(&start), Some(&len))
+                if len > 0 && same_bytes(data.get(Span { start, len }), text.as_bytes()) =>
+            {
+                Span { start, len }
+            }
+            _ => data.push(text.as_bytes())?,
+        },
+    };
+    push_span(column, span);
+    Ok(())
 }
 
 fn push_span(column: &mut SpanColumn, span: Span) {
@@ -205,6 +284,8 @@ mod tests {
             timestamp: (n != 2).then_some(n.into()),
             source_partition: "{\"p\":0}".to_owned(),
             source_offset: format!("{{\"o\":{n}}}"),
+            key_schema: None,
+            value_schema: (n > 0).then(|| r#"{"type":"struct","optional":false}"#.to_owned()),
         }
     }
 
@@ -219,7 +300,18 @@ mod tests {
             packed.push(&source_record(n)).unwrap();
         }
         assert_eq!(packed.len(), 3);
-        let batch = packed.finish();
+        let batch::PolledBatch {
+            records: batch,
+            schemas,
+        } = packed.finish();
+        // No key schemas: an empty column; value schemas from record 1 on, stored once.
+        assert!(schemas.key.start.is_empty() && schemas.key.len.is_empty());
+        assert_eq!(schemas.value.len[0], 0);
+        assert_eq!(schemas.value.start[1], schemas.value.start[2]);
+        assert_eq!(
+            text(&batch, schemas.value.start[2], schemas.value.len[2]),
+            r#"{"type":"struct","optional":false}"#
+        );
         assert_eq!(batch.topics, vec!["other".to_owned()]);
         assert_eq!(batch.topic, vec![-1, 0, -1]);
         assert_eq!(batch.partition, vec![0, 1, -1]);
@@ -282,7 +374,7 @@ mod tests {
         a.push_ref(borrowed).unwrap();
         let mut b = SourceBatch::with_capacity(1);
         b.push(&owned).unwrap();
-        let (a, b) = (a.finish(), b.finish());
+        let (a, b) = (a.finish().records, b.finish().records);
         assert_eq!(a.data, b.data);
         assert_eq!(a.topics, b.topics);
         assert_eq!(a.value.kind, vec![TEXT]);
@@ -295,7 +387,7 @@ mod tests {
             .unwrap();
         c.push_ref(SourceRecordRef::new("{\"q\":2}", "{}", DataRef::Text("x")))
             .unwrap();
-        let c = c.finish();
+        let c = c.finish().records;
         assert_ne!(c.source_partition.start[0], c.source_partition.start[1]);
         assert_eq!(
             text(&c, c.source_partition.start[1], c.source_partition.len[1]),

@@ -120,7 +120,22 @@ impl Converter {
         &self,
         data: Option<DataRef<'a>>,
     ) -> Result<Option<Cow<'a, [u8]>>, String> {
+        self.to_kafka_with(data, None)
+    }
+
+    /// [`Converter::to_kafka_ref`] for data the plugin gave a Kafka Connect `schema` (JSON text,
+    /// checked by the batch reader): the json converter with schemas writes it into the
+    /// envelope instead of inferring one, and the data is the envelope's payload as is. Other
+    /// converters, and the json converter without schemas, ignore it, as Kafka Connect's do.
+    pub fn to_kafka_with<'a>(
+        &self,
+        data: Option<DataRef<'a>>,
+        schema: Option<&str>,
+    ) -> Result<Option<Cow<'a, [u8]>>, String> {
         let Some(data) = data else { return Ok(None) };
+        if let (Converter::Json { schemas: true }, Some(schema)) = (self, schema) {
+            return json_with_schema(data, schema).map(|out| Some(Cow::Owned(out)));
+        }
         match (self, data) {
             (Converter::Bytes, data) => Ok(Some(Cow::Borrowed(data.bytes()))),
             (Converter::String, DataRef::Bytes(b)) => match std::str::from_utf8(b) {
@@ -157,7 +172,7 @@ impl Converter {
             Converter::String => std::str::from_utf8(bytes)
                 .map(Converted::Text)
                 .map_err(|_| "not UTF-8 text; use the bytes converter for binary data".to_owned()),
-            Converter::Json { schemas } => json_from_kafka(bytes, *schemas).map(Converted::Built),
+            Converter::Json { schemas } => json_from_kafka(bytes, *schemas),
         }
     }
 }
@@ -171,8 +186,12 @@ pub enum Converted<'a> {
     Bytes(&'a [u8]),
     /// The bytes, checked as UTF-8 (string converter).
     Text(&'a str),
-    /// Data decoded from JSON; `None` is a JSON null.
-    Built(Option<Data>),
+    /// Data decoded from JSON (`None` is a JSON null), and the envelope's schema (JSON text)
+    /// when the converter has schemas.
+    Built {
+        data: Option<Data>,
+        schema: Option<String>,
+    },
 }
 
 impl Converted<'_> {
@@ -182,7 +201,15 @@ impl Converted<'_> {
             Converted::Null => None,
             Converted::Bytes(b) => Some(DataRef::Bytes(b)),
             Converted::Text(s) => Some(DataRef::Text(s)),
-            Converted::Built(data) => data.as_ref().map(DataRef::from),
+            Converted::Built { data, .. } => data.as_ref().map(DataRef::from),
+        }
+    }
+
+    /// The Kafka Connect schema the data came with (the json converter's envelope), if any.
+    pub fn schema(&self) -> Option<&str> {
+        match self {
+            Converted::Built { schema, .. } => schema.as_deref(),
+            _ => None,
         }
     }
 
@@ -192,33 +219,49 @@ impl Converted<'_> {
             Converted::Null => None,
             Converted::Bytes(b) => Some(Data::Bytes(b.to_vec())),
             Converted::Text(s) => Some(Data::Text(s.to_owned())),
-            Converted::Built(data) => data,
+            Converted::Built { data, .. } => data,
         }
     }
 }
 
-/// What the JSON converter makes of Kafka bytes.
-fn json_from_kafka(bytes: &[u8], schemas: bool) -> Result<Option<Data>, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
-    let (payload, schema_type) = if schemas {
-        let serde_json::Value::Object(mut envelope) = value else {
-            return Err(envelope_error());
-        };
-        match (envelope.remove("schema"), envelope.remove("payload")) {
-            (Some(schema), Some(payload)) if envelope.is_empty() => {
-                let ty = schema
-                    .get("type")
-                    .and_then(|t| t.as_str())
-                    .map(str::to_owned);
-                (payload, ty)
+/// What the JSON converter makes of Kafka bytes: the data, and with schemas the envelope's
+/// schema as it was written (`None` for a `null` schema).
+fn json_from_kafka(bytes: &[u8], schemas: bool) -> Result<Converted<'static>, String> {
+    /// Kafka Connect's envelope: exactly these two fields.
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        schema: &'a serde_json::value::RawValue,
+        payload: serde_json::Value,
+    }
+    let (payload, schema) = if schemas {
+        let envelope: Envelope<'_> = serde_json::from_slice(bytes).map_err(|e| {
+            if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_err() {
+                format!("not valid JSON ({e})")
+            } else {
+                envelope_error()
             }
-            _ => return Err(envelope_error()),
-        }
+        })?;
+        let schema = envelope.schema.get();
+        let schema = (schema != "null").then(|| schema.to_owned());
+        (envelope.payload, schema)
     } else {
+        let value = serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
         (value, None)
     };
-    Ok(match payload {
+    let schema_type = match &schema {
+        Some(text) => Some(
+            serde_json::from_str::<serde_json::Value>(text)
+                .ok()
+                .and_then(|s| s.get("type").and_then(|t| t.as_str()).map(str::to_owned))
+                .ok_or_else(|| {
+                    format!("the envelope's schema is not a Kafka Connect schema (a JSON object with a string \"type\"): {text}")
+                })?,
+        ),
+        None => None,
+    };
+    let data = match payload {
         serde_json::Value::Null => None,
         serde_json::Value::String(s) if schema_type.as_deref() == Some("bytes") => {
             Some(Data::Bytes(
@@ -229,7 +272,8 @@ fn json_from_kafka(bytes: &[u8], schemas: bool) -> Result<Option<Data>, String> 
         }
         serde_json::Value::String(s) => Some(Data::Text(s)),
         other => Some(Data::Json(other.to_string())),
-    })
+    };
+    Ok(Converted::Built { data, schema })
 }
 
 fn envelope_error() -> String {
@@ -277,14 +321,7 @@ fn json_to_kafka(data: DataRef<'_>, schemas: bool, out: &mut Vec<u8>) -> Result<
             if schemas {
                 out.extend_from_slice(BYTES_ENVELOPE);
             }
-            out.push(b'"');
-            let start = out.len();
-            out.resize(start + b.len().div_ceil(3) * 4, 0);
-            let encoded = BASE64
-                .encode_slice(b, &mut out[start..])
-                .map_err(|e| e.to_string())?;
-            out.truncate(start + encoded);
-            out.push(b'"');
+            push_base64(out, b)?;
             Ok(())
         }
         DataRef::Json(text) => {
@@ -303,6 +340,44 @@ fn json_to_kafka(data: DataRef<'_>, schemas: bool, out: &mut Vec<u8>) -> Result<
         out.push(b'}');
     }
     Ok(())
+}
+
+/// Append `bytes` as a JSON string of their base64 (the JsonConverter's form of bytes).
+fn push_base64(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), String> {
+    out.push(b'"');
+    let start = out.len();
+    out.resize(start + bytes.len().div_ceil(3) * 4, 0);
+    let encoded = BASE64
+        .encode_slice(bytes, &mut out[start..])
+        .map_err(|e| e.to_string())?;
+    out.truncate(start + encoded);
+    out.push(b'"');
+    Ok(())
+}
+
+/// The JsonConverter's envelope around `data` with the plugin's `schema`: the schema as the
+/// plugin wrote it, and the data as the payload (a document checked to be JSON and written as
+/// it came, text as a JSON string, bytes as base64).
+fn json_with_schema(data: DataRef<'_>, schema: &str) -> Result<Vec<u8>, String> {
+    let payload_len = match data {
+        DataRef::Bytes(b) => b.len().div_ceil(3) * 4 + 2,
+        DataRef::Text(s) | DataRef::Json(s) => s.len() + 2,
+    };
+    let mut out = Vec::with_capacity(schema.len() + payload_len + 24);
+    out.extend_from_slice(br#"{"schema":"#);
+    out.extend_from_slice(schema.trim().as_bytes());
+    out.extend_from_slice(br#","payload":"#);
+    match data {
+        DataRef::Json(text) => {
+            serde_json::from_str::<serde::de::IgnoredAny>(text)
+                .map_err(|e| format!("the plugin returned invalid JSON ({e})"))?;
+            out.extend_from_slice(text.trim().as_bytes());
+        }
+        DataRef::Text(s) => serde_json::to_writer(&mut out, s).map_err(|e| e.to_string())?,
+        DataRef::Bytes(b) => push_base64(&mut out, b)?,
+    }
+    out.push(b'}');
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -413,6 +488,61 @@ mod tests {
             err.starts_with("key.converter: ") && err.contains("avro"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_plugins_schema_goes_into_the_envelope_as_given() {
+        let schema = r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"users"}"#;
+        let value = DataRef::Json(r#"{"id":7}"#);
+        let with = Converter::Json { schemas: true };
+        assert_eq!(
+            with.to_kafka_with(Some(value), Some(schema))
+                .unwrap()
+                .unwrap()
+                .as_ref(),
+            format!(r#"{{"schema":{schema},"payload":{{"id":7}}}}"#).as_bytes()
+        );
+        let bytes = with
+            .to_kafka_with(
+                Some(DataRef::Bytes(&[1, 2, 3])),
+                Some(r#"{"type":"bytes","optional":true}"#),
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            bytes.as_ref(),
+            br#"{"schema":{"type":"bytes","optional":true},"payload":"AQID"}"#
+        );
+        // Without schemas, and for other converters, the schema is ignored.
+        let without = Converter::Json { schemas: false };
+        assert_eq!(
+            without
+                .to_kafka_with(Some(value), Some(schema))
+                .unwrap()
+                .unwrap()
+                .as_ref(),
+            br#"{"id":7}"#
+        );
+        assert_eq!(
+            Converter::String
+                .to_kafka_with(Some(value), Some(schema))
+                .unwrap()
+                .unwrap()
+                .as_ref(),
+            br#"{"id":7}"#
+        );
+        // Null stays null; a payload that is not JSON is refused.
+        assert_eq!(with.to_kafka_with(None, Some(schema)), Ok(None));
+        assert!(
+            with.to_kafka_with(Some(DataRef::Json("{oops")), Some(schema))
+                .unwrap_err()
+                .contains("invalid JSON")
+        );
+        // What the sink side reads back: the schema and the payload.
+        let envelope = format!(r#"{{"schema":{schema},"payload":{{"id":7}}}}"#);
+        let read = with.from_kafka_ref(Some(envelope.as_bytes())).unwrap();
+        assert_eq!(read.schema(), Some(schema));
+        assert_eq!(read.as_data_ref(), Some(DataRef::Json(r#"{"id":7}"#)));
     }
 
     #[test]

@@ -8,13 +8,13 @@ pub const PACKAGE: &str = "wasm-connect:plugin";
 /// The newest contract version this worker runs, the one `wasm-connect-sdk` builds.
 pub const VERSION: Version = Version {
     major: 0,
-    minor: 3,
+    minor: 4,
     patch: 0,
 };
 
 /// Every contract version this worker runs, oldest first. A plugin built for any version
 /// compatible with one of these loads (`wit/README.md` lists what each changed).
-pub const SUPPORTED: [Version; 3] = [
+pub const SUPPORTED: [Version; 4] = [
     Version {
         major: 0,
         minor: 1,
@@ -23,6 +23,11 @@ pub const SUPPORTED: [Version; 3] = [
     Version {
         major: 0,
         minor: 2,
+        patch: 0,
+    },
+    Version {
+        major: 0,
+        minor: 3,
         patch: 0,
     },
     VERSION,
@@ -148,8 +153,8 @@ mod tests {
     #[test]
     fn detects_worlds() {
         let source = detect([
-            "wasm-connect:plugin/connector@0.3.0",
-            "wasm-connect:plugin/source@0.3.0",
+            "wasm-connect:plugin/connector@0.4.0",
+            "wasm-connect:plugin/source@0.4.0",
         ]);
         assert_eq!(source, Ok((World::Source, VERSION)));
         let sink = detect([
@@ -176,12 +181,12 @@ mod tests {
         assert!(
             err.contains("@1.0.0")
                 && err.contains("newer than any")
-                && err.contains("0.1.x, 0.2.x, 0.3.x"),
+                && err.contains("0.1.x, 0.2.x, 0.3.x, 0.4.x"),
             "{err}"
         );
         let err = detect([
-            "wasm-connect:plugin/connector@0.4.0",
-            "wasm-connect:plugin/sink@0.4.0",
+            "wasm-connect:plugin/connector@0.5.0",
+            "wasm-connect:plugin/sink@0.5.0",
         ])
         .unwrap_err();
         assert!(err.contains("newer than any"), "{err}");

@@ -4,7 +4,9 @@
 
 use super::data_ref::DataRef;
 use super::source_batch::{HeaderRef, RecordRef};
-use super::wit::batch::{DataColumn, HeaderRanges, PackedHeader, SourceBatch, Span, SpanColumn};
+use super::wit::batch::{
+    DataColumn, HeaderRanges, PackedHeader, SchemaColumns, SourceBatch, Span, SpanColumn,
+};
 use super::wit::types::{Data, Header};
 
 /// `data-column.kind` values.
@@ -18,11 +20,12 @@ pub(super) const JSON: u8 = 3;
 /// limit) caps the bytes the batch's spans describe in all: spans may overlap, so without it a
 /// small batch could make the host copy without end.
 #[cfg(test)]
-pub(super) fn view_source(
-    batch: &SourceBatch,
+pub(super) fn view_source<'a>(
+    batch: &'a SourceBatch,
+    schemas: &'a SchemaColumns,
     max_bytes: usize,
-) -> Result<Vec<RecordRef<'_>>, String> {
-    view_source_within(batch, Budget::memory(max_bytes)).map_err(|e| match e {
+) -> Result<Vec<RecordRef<'a>>, String> {
+    view_source_within(batch, schemas, Budget::memory(max_bytes)).map_err(|e| match e {
         BatchError::Malformed(m) | BatchError::OverBudget(m) => m,
     })
 }
@@ -67,10 +70,11 @@ pub enum BatchError {
 const HEADER_REF_BYTES: u64 = std::mem::size_of::<HeaderRef<'static>>() as u64;
 
 /// [`view_source`] within `budget`.
-pub(super) fn view_source_within(
-    batch: &SourceBatch,
+pub(super) fn view_source_within<'a>(
+    batch: &'a SourceBatch,
+    schemas: &'a SchemaColumns,
     budget: Budget,
-) -> Result<Vec<RecordRef<'_>>, BatchError> {
+) -> Result<Vec<RecordRef<'a>>, BatchError> {
     let malformed = BatchError::Malformed;
     let n = batch.topic.len();
     let lengths = [
@@ -94,6 +98,14 @@ pub(super) fn view_source_within(
             "its {list} list has {len} entries but the batch has {n} records (entries in topic)"
         )));
     }
+    for (name, column) in [("key", &schemas.key), ("value", &schemas.value)] {
+        let (starts, lens) = (column.start.len(), column.len.len());
+        if starts != lens || (starts != 0 && starts != n) {
+            return Err(malformed(format!(
+                "its {name} schema column has {starts} starts and {lens} lengths; both are empty (no record has a {name} schema) or have one entry for each of the batch's {n} records"
+            )));
+        }
+    }
     // Before anything is allocated per record: a header list shared by every record is cheap
     // for the plugin to return and costs the host once per record.
     if let Some(i) = (0..n).find(|&i| batch.header_ranges.count[i] as usize > budget.record_headers)
@@ -114,7 +126,7 @@ pub(super) fn view_source_within(
             });
         checked.map_err(|problem| malformed(format!("header {index} of the batch: {problem}")))?;
     }
-    let described = described_bytes(batch);
+    let described = described_bytes(batch) + schema_bytes(schemas);
     if described > budget.batch_bytes as u64 {
         return Err(BatchError::OverBudget(format!(
             "its records add up to {described} bytes on the host (every shared span and header counted each time a record uses it), over the limit of {} bytes (sandbox.batch.max.bytes); return smaller batches",
@@ -130,13 +142,82 @@ pub(super) fn view_source_within(
     // Sized up front: collecting `Result`s would grow the vector by doubling, copying it.
     let mut records = Vec::with_capacity(n);
     let mut last_partition = None;
+    let mut key_schemas = SchemaReader::new(&schemas.key, "key schema");
+    let mut value_schemas = SchemaReader::new(&schemas.value, "value schema");
     for i in 0..n {
         let record = reader
             .record_ref(batch, i, &mut last_partition)
+            .and_then(|mut record| {
+                record.key_schema = key_schemas.read(&reader, i)?;
+                record.value_schema = value_schemas.read(&reader, i)?;
+                Ok(record)
+            })
             .map_err(|problem| malformed(format!("record {i} of the batch: {problem}")))?;
         records.push(record);
     }
     Ok(records)
+}
+
+/// The bytes the schema spans describe, each counted for every record that uses it (the json
+/// converter writes a record's schema into its envelope).
+fn schema_bytes(schemas: &SchemaColumns) -> u64 {
+    [&schemas.key, &schemas.value]
+        .iter()
+        .flat_map(|column| column.len.iter())
+        .map(|&len| u64::from(len))
+        .sum()
+}
+
+/// Reads one schema column, checking each distinct span once: a schema is stored once and
+/// shared by consecutive records (the SDK does so), so a batch's schemas cost one check each.
+struct SchemaReader<'a> {
+    column: &'a SchemaColumn,
+    field: &'static str,
+    last: Option<((u32, u32), &'a str)>,
+}
+
+type SchemaColumn = SpanColumn;
+
+impl<'a> SchemaReader<'a> {
+    fn new(column: &'a SchemaColumn, field: &'static str) -> Self {
+        SchemaReader {
+            column,
+            field,
+            last: None,
+        }
+    }
+
+    /// Record `i`'s schema: `None` when the column is empty or the span's length is 0.
+    fn read(&mut self, reader: &Reader<'a>, i: usize) -> Result<Option<&'a str>, String> {
+        let (Some(&start), Some(&len)) = (self.column.start.get(i), self.column.len.get(i)) else {
+            return Ok(None);
+        };
+        if len == 0 {
+            return Ok(None);
+        }
+        if let Some((span, text)) = self.last
+            && span == (start, len)
+        {
+            return Ok(Some(text));
+        }
+        let text = reader.text(Span { start, len }, self.field)?;
+        check_schema(text).map_err(|problem| format!("its {} {problem}", self.field))?;
+        self.last = Some(((start, len), text));
+        Ok(Some(text))
+    }
+}
+
+/// Whether `text` is a Kafka Connect schema as the JsonConverter writes one, as far as the
+/// host relies on it: a JSON object with a string `type`.
+pub(crate) fn check_schema(text: &str) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        #[serde(rename = "type")]
+        _type: String,
+    }
+    serde_json::from_str::<Head>(text).map(drop).map_err(|e| {
+        format!("is not a Kafka Connect schema (a JSON object with a string \"type\"): {e}")
+    })
 }
 
 /// The bytes the records of `batch` (whose per-record lists all have the same length) would
@@ -231,7 +312,7 @@ impl<'a> Reader<'a> {
             })
     }
 
-    fn text(&self, span: Span, field: &str) -> Result<&'a str, String> {
+    pub(super) fn text(&self, span: Span, field: &str) -> Result<&'a str, String> {
         let bytes = self.bytes(span, field)?;
         if self.ascii {
             // SAFETY: `bytes` is a slice of `data`, all of whose bytes are ASCII, which is
@@ -360,6 +441,8 @@ impl<'a> Reader<'a> {
                 }
             },
             source_offset: self.column_text(&batch.source_offset, i, "source offset")?,
+            key_schema: None,
+            value_schema: None,
         })
     }
 }
@@ -374,7 +457,7 @@ mod tests {
 
     /// The records of `batch`, owned (what `SourceTaskInstance::poll` returns).
     fn unpack_source(batch: SourceBatch, max_bytes: usize) -> Result<Vec<SourceRecord>, String> {
-        view_source(&batch, max_bytes)
+        view_source(&batch, &crate::sandbox::wit::no_schemas(), max_bytes)
             .map(|records| records.iter().map(RecordRef::to_record).collect())
     }
 
@@ -419,10 +502,11 @@ mod tests {
             batch_bytes,
             record_headers,
         };
-        let over = |b: Budget| match view_source_within(&batch, b) {
-            Err(BatchError::OverBudget(m)) => m,
-            other => panic!("{:?}", other.map(|r| r.len())),
-        };
+        let over =
+            |b: Budget| match view_source_within(&batch, &crate::sandbox::wit::no_schemas(), b) {
+                Err(BatchError::OverBudget(m)) => m,
+                other => panic!("{:?}", other.map(|r| r.len())),
+            };
         let m = over(budget(LIMIT, 999));
         assert!(
             m.contains("record 0 of the batch has 1000 headers, over the limit of 999 (sandbox.record.max.headers)"),
@@ -434,7 +518,12 @@ mod tests {
             "{m}"
         );
         assert_eq!(
-            view_source_within(&batch, budget(LIMIT, 1000)).map(|r| r.len()),
+            view_source_within(
+                &batch,
+                &crate::sandbox::wit::no_schemas(),
+                budget(LIMIT, 1000)
+            )
+            .map(|r| r.len()),
             Ok(2)
         );
     }

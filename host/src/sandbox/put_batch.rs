@@ -6,7 +6,9 @@
 
 use super::data_ref::DataRef;
 use super::packed::{BYTES, JSON, NULL, Reader, TEXT, data_column, to_u32};
-use super::wit::batch::{DataColumn, HeaderRanges, PackedHeader, SinkBatch, Span};
+use super::wit::batch::{
+    DataColumn, HeaderRanges, PackedHeader, SchemaColumns, SinkBatch, Span, SpanColumn,
+};
 use super::wit::types::SinkRecord;
 
 /// One consumed record's fields, borrowed from the message and the converters' output.
@@ -18,12 +20,20 @@ pub struct Fields<'a> {
     pub timestamp: Option<i64>,
     pub key: Option<DataRef<'a>>,
     pub value: Option<DataRef<'a>>,
+    /// The key's Kafka Connect schema (JSON text), where the key converter has one.
+    pub key_schema: Option<&'a str>,
+    /// The value's Kafka Connect schema (JSON text), where the value converter has one.
+    pub value_schema: Option<&'a str>,
 }
 
 /// A packed batch for `put`, built record by record.
+///
+/// Invariant: each schema column is empty while no record of the batch has such a schema, and
+/// has one entry per record from the first that has one (earlier records get length 0).
 #[derive(Debug)]
 pub struct PutBatch {
     batch: SinkBatch,
+    schemas: SchemaColumns,
 }
 
 impl Default for PutBatch {
@@ -51,6 +61,7 @@ impl PutBatch {
                     count: Vec::with_capacity(records),
                 },
             },
+            schemas: super::wit::no_schemas(),
         }
     }
 
@@ -70,6 +81,8 @@ impl PutBatch {
                 timestamp: r.timestamp,
                 key: r.key.as_ref().map(DataRef::from),
                 value: r.value.as_ref().map(DataRef::from),
+                key_schema: None,
+                value_schema: None,
             };
             let headers = r
                 .headers
@@ -111,6 +124,14 @@ impl PutBatch {
             count += 1;
         }
         b.header_ranges.count.push(count);
+        let index = b.topic.len() - 1;
+        push_schema(&mut b.data, &mut self.schemas.key, index, fields.key_schema)?;
+        push_schema(
+            &mut b.data,
+            &mut self.schemas.value,
+            index,
+            fields.value_schema,
+        )?;
         Ok(())
     }
 
@@ -131,6 +152,10 @@ impl PutBatch {
         b.headers.clear();
         b.header_ranges.first.clear();
         b.header_ranges.count.clear();
+        for column in [&mut self.schemas.key, &mut self.schemas.value] {
+            column.start.clear();
+            column.len.clear();
+        }
     }
 
     /// How many records the batch holds.
@@ -175,18 +200,43 @@ impl PutBatch {
         (0..self.len()).map(|i| self.record(i)).collect()
     }
 
-    /// A batch of the records at `indices`, in that order.
+    /// A batch of the records at `indices`, in that order, with their schemas.
     pub fn subset(&self, indices: &[usize]) -> Result<Self, String> {
-        let records = indices
-            .iter()
-            .map(|&i| self.record(i))
-            .collect::<Result<Vec<_>, _>>()?;
-        Self::from_records(&records)
+        let b = &self.batch;
+        let reader = Reader::new(&b.data, &b.headers);
+        let schema = |column: &SpanColumn, i: usize, field: &str| -> Result<Option<&str>, String> {
+            match (column.start.get(i), column.len.get(i)) {
+                (Some(&start), Some(&len)) if len > 0 => {
+                    reader.text(Span { start, len }, field).map(Some)
+                }
+                _ => Ok(None),
+            }
+        };
+        let mut subset = Self::with_capacity(indices.len(), 0);
+        for &i in indices {
+            let record = self.record(i)?;
+            let fields = Fields {
+                topic: &record.topic,
+                partition: record.partition,
+                offset: record.offset,
+                timestamp: record.timestamp,
+                key: record.key.as_ref().map(DataRef::from),
+                value: record.value.as_ref().map(DataRef::from),
+                key_schema: schema(&self.schemas.key, i, "key schema")?,
+                value_schema: schema(&self.schemas.value, i, "value schema")?,
+            };
+            let headers = record
+                .headers
+                .iter()
+                .map(|h| (h.key.as_str(), h.value.as_deref()));
+            subset.push(fields, headers)?;
+        }
+        Ok(subset)
     }
 
-    /// The batch as the contract's type.
-    pub(super) fn as_wit(&self) -> &SinkBatch {
-        &self.batch
+    /// The batch and its schemas as the contract's types.
+    pub(super) fn as_wit(&self) -> (&SinkBatch, &SchemaColumns) {
+        (&self.batch, &self.schemas)
     }
 }
 
@@ -198,6 +248,42 @@ fn push_bytes(data: &mut Vec<u8>, bytes: &[u8]) -> Result<Span, String> {
     data.extend_from_slice(bytes);
     to_u32(data.len())?;
     Ok(span)
+}
+
+/// Record `index`'s schema into `column` (see [`PutBatch`]'s invariant). A schema equal to the
+/// previous record's is not copied again: its span is shared, as the contract allows.
+fn push_schema(
+    data: &mut Vec<u8>,
+    column: &mut SpanColumn,
+    index: usize,
+    schema: Option<&str>,
+) -> Result<(), String> {
+    if column.len.is_empty() {
+        if schema.is_none() {
+            return Ok(());
+        }
+        column.start.resize(index, 0);
+        column.len.resize(index, 0);
+    }
+    let span = match schema {
+        None => Span { start: 0, len: 0 },
+        Some(text) => {
+            let previous = match (column.start.last(), column.len.last()) {
+                (Some(&start), Some(&len)) if len > 0 => data
+                    .get(start as usize..start as usize + len as usize)
+                    .filter(|bytes| *bytes == text.as_bytes())
+                    .map(|_| Span { start, len }),
+                _ => None,
+            };
+            match previous {
+                Some(span) => span,
+                None => push_bytes(data, text.as_bytes())?,
+            }
+        }
+    };
+    column.start.push(span.start);
+    column.len.push(span.len);
+    Ok(())
 }
 
 fn push_data(
@@ -259,7 +345,7 @@ mod tests {
             .map(|i| sink_record(if i < 3 { "a" } else { "b" }, i))
             .collect();
         let batch = PutBatch::from_records(&records).unwrap();
-        let wit = batch.as_wit();
+        let (wit, _) = batch.as_wit();
         assert_eq!(wit.topics, vec!["a".to_owned(), "b".to_owned()]);
         assert_eq!(wit.topic, vec![0, 0, 0, 1, 1, 1]);
         assert_eq!(wit.headers.len(), 12);
@@ -270,7 +356,7 @@ mod tests {
         assert!(batch.record(6).unwrap_err().contains("batch of 6"));
         let mut reused = batch;
         reused.clear();
-        assert!(reused.is_empty() && reused.as_wit().data.is_empty());
+        assert!(reused.is_empty() && reused.as_wit().0.data.is_empty());
         reused
             .push(
                 Fields {
@@ -280,11 +366,13 @@ mod tests {
                     timestamp: Some(5),
                     key: None,
                     value: None,
+                    key_schema: None,
+                    value_schema: None,
                 },
                 [],
             )
             .unwrap();
-        assert_eq!(reused.as_wit().topics, vec!["c".to_owned()]);
+        assert_eq!(reused.as_wit().0.topics, vec!["c".to_owned()]);
         assert_eq!(reused.record(0).unwrap().topic, "c");
     }
 
@@ -299,7 +387,59 @@ mod tests {
             subset.records().unwrap(),
             vec![records[5].clone(), records[1].clone(), records[2].clone()]
         );
-        assert_eq!(subset.as_wit().topics, vec!["b".to_owned(), "a".to_owned()]);
+        assert_eq!(
+            subset.as_wit().0.topics,
+            vec!["b".to_owned(), "a".to_owned()]
+        );
+    }
+
+    #[test]
+    fn schemas_are_packed_once_per_run_and_kept_by_subsets() {
+        let schema = r#"{"type":"struct","fields":[],"optional":false}"#;
+        let other = r#"{"type":"string","optional":false}"#;
+        let mut batch = PutBatch::default();
+        let push = |batch: &mut PutBatch, offset, value_schema| {
+            let fields = Fields {
+                topic: "t",
+                partition: 0,
+                offset,
+                timestamp: None,
+                key: None,
+                value: Some(DataRef::Json("{}")),
+                key_schema: None,
+                value_schema,
+            };
+            batch.push(fields, []).unwrap();
+        };
+        push(&mut batch, 0, None);
+        assert!(
+            batch.as_wit().1.value.len.is_empty(),
+            "no schema yet: empty"
+        );
+        push(&mut batch, 1, Some(schema));
+        push(&mut batch, 2, Some(schema));
+        push(&mut batch, 3, Some(other));
+        let (wit, schemas) = batch.as_wit();
+        assert!(schemas.key.len.is_empty());
+        assert_eq!(schemas.value.len[0], 0);
+        assert_eq!(
+            schemas.value.start[1], schemas.value.start[2],
+            "stored once"
+        );
+        let text = |i: usize| {
+            let start = schemas.value.start[i] as usize;
+            std::str::from_utf8(&wit.data[start..start + schemas.value.len[i] as usize]).unwrap()
+        };
+        assert_eq!((text(1), text(2), text(3)), (schema, schema, other));
+        let subset = batch.subset(&[3, 0, 1]).unwrap();
+        let (wit, schemas) = subset.as_wit();
+        let text = |i: usize| {
+            let start = schemas.value.start[i] as usize;
+            std::str::from_utf8(&wit.data[start..start + schemas.value.len[i] as usize]).unwrap()
+        };
+        assert_eq!((text(0), text(1), text(2)), (other, "", schema));
+        batch.clear();
+        assert!(batch.as_wit().1.value.len.is_empty());
     }
 
     #[test]
@@ -312,6 +452,8 @@ mod tests {
             timestamp: None,
             key: None,
             value: Some(DataRef::Text("é")),
+            key_schema: None,
+            value_schema: None,
         };
         batch
             .push(fields, [("k", Some(&b"v"[..])), ("n", None)])

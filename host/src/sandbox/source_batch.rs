@@ -5,7 +5,7 @@
 
 use super::data_ref::DataRef;
 use super::instance::CallError;
-use super::wit::batch::SourceBatch;
+use super::wit::batch::{SchemaColumns, SourceBatch};
 use super::wit::types::{Header, SourceRecord};
 
 /// One polled batch, as the plugin's contract version lifted it.
@@ -18,8 +18,8 @@ pub struct Polled {
 enum Batch {
     /// Contract 0.1.0: a list of records.
     Records(Vec<SourceRecord>),
-    /// Contract 0.2.0: a packed batch, not yet checked.
-    Packed(Box<SourceBatch>),
+    /// Contract 0.2.0 on: a packed batch and its schemas (none before 0.4.0), not yet checked.
+    Packed(Box<(SourceBatch, SchemaColumns)>),
 }
 
 /// A header's key and value (`None`: null), borrowed.
@@ -37,6 +37,10 @@ pub struct RecordRef<'a> {
     pub timestamp: Option<i64>,
     pub source_partition: &'a str,
     pub source_offset: &'a str,
+    /// The key's Kafka Connect schema (JSON text), if the plugin gave one (0.4.0 on).
+    pub key_schema: Option<&'a str>,
+    /// The value's Kafka Connect schema (JSON text), if the plugin gave one (0.4.0 on).
+    pub value_schema: Option<&'a str>,
 }
 
 impl Polled {
@@ -47,9 +51,9 @@ impl Polled {
         }
     }
 
-    pub(super) fn packed(batch: SourceBatch, max_bytes: usize) -> Self {
+    pub(super) fn packed(batch: SourceBatch, schemas: SchemaColumns, max_bytes: usize) -> Self {
         Polled {
-            batch: Batch::Packed(Box::new(batch)),
+            batch: Batch::Packed(Box::new((batch, schemas))),
             max_bytes,
         }
     }
@@ -58,7 +62,7 @@ impl Polled {
     pub fn len(&self) -> usize {
         match &self.batch {
             Batch::Records(records) => records.len(),
-            Batch::Packed(batch) => batch.topic.len(),
+            Batch::Packed(packed) => packed.0.topic.len(),
         }
     }
 
@@ -85,13 +89,14 @@ impl Polled {
         use super::packed::{BatchError, Budget};
         match &self.batch {
             Batch::Records(records) => Ok(records.iter().map(RecordRef::from).collect()),
-            Batch::Packed(batch) => {
+            Batch::Packed(packed) => {
+                let (batch, schemas) = &**packed;
                 let budget = Budget {
                     memory_bytes: self.max_bytes,
                     batch_bytes,
                     record_headers,
                 };
-                super::packed::view_source_within(batch, budget).map_err(|e| {
+                super::packed::view_source_within(batch, schemas, budget).map_err(|e| {
                     let message = match e {
                         BatchError::Malformed(m) => {
                             format!("the task returned a malformed batch: {m}")
@@ -124,7 +129,7 @@ impl RecordRef<'_> {
                 .sum::<usize>()
     }
 
-    /// An owned copy.
+    /// An owned copy (without its schemas, which the contract's record does not carry).
     pub fn to_record(&self) -> SourceRecord {
         SourceRecord {
             topic: self.topic.map(str::to_owned),
@@ -161,6 +166,8 @@ impl<'a> From<&'a SourceRecord> for RecordRef<'a> {
             timestamp: r.timestamp,
             source_partition: &r.source_partition,
             source_offset: &r.source_offset,
+            key_schema: None,
+            value_schema: None,
         }
     }
 }

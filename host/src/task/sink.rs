@@ -913,6 +913,8 @@ async fn convert(
                 timestamp: m.timestamp().to_millis(),
                 key: key.as_data_ref(),
                 value: value.as_data_ref(),
+                key_schema: key.schema(),
+                value_schema: value.schema(),
             };
             batch.push(fields, header_pairs()).map_err(Failure::from)?;
             Ok(true)

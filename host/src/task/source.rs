@@ -400,8 +400,10 @@ impl SourceRunner {
             return false;
         }
         let (Ok(key), Ok(value)) = (
-            self.key_converter.to_kafka_ref(record.key),
-            self.value_converter.to_kafka_ref(record.value),
+            self.key_converter
+                .to_kafka_with(record.key, record.key_schema),
+            self.value_converter
+                .to_kafka_with(record.value, record.value_schema),
         ) else {
             return false;
         };
@@ -646,7 +648,10 @@ impl SourceRunner {
                 .reject(state, queued, error, failed, state.target(submitted, bytes))
                 .await;
         }
-        let key = match self.key_converter.to_kafka_ref(record.key) {
+        let key = match self
+            .key_converter
+            .to_kafka_with(record.key, record.key_schema)
+        {
             Ok(key) => key,
             Err(e) => {
                 let error = RecordError::new(
@@ -661,7 +666,10 @@ impl SourceRunner {
                     .await;
             }
         };
-        let value = match self.value_converter.to_kafka_ref(record.value) {
+        let value = match self
+            .value_converter
+            .to_kafka_with(record.value, record.value_schema)
+        {
             Ok(value) => value,
             Err(e) => {
                 let error = RecordError::new(

@@ -124,6 +124,53 @@ impl Kind {
     }
 }
 
+impl Kind {
+    /// The Kafka Connect schema of a field of this kind, as the JsonConverter writes it
+    /// (`type`, `optional`, then a logical type's `name`, `version` and `parameters`), with the
+    /// field's name last.
+    pub fn field_schema(self, field: &str, optional: bool) -> String {
+        let (ty, logical) = match self {
+            Kind::Int16 => ("int16", None),
+            Kind::Int32 => ("int32", None),
+            Kind::Int64 => ("int64", None),
+            Kind::Float32 => ("float", None),
+            Kind::Float64 => ("double", None),
+            Kind::Decimal(_) => ("bytes", Some("org.apache.kafka.connect.data.Decimal")),
+            Kind::Boolean => ("boolean", None),
+            Kind::Timestamp => ("int64", Some("org.apache.kafka.connect.data.Timestamp")),
+            Kind::Date => ("int32", Some("org.apache.kafka.connect.data.Date")),
+            Kind::Time => ("int32", Some("org.apache.kafka.connect.data.Time")),
+            Kind::Bytes => ("bytes", None),
+            Kind::Text => ("string", None),
+        };
+        let mut out = format!(r#"{{"type":"{ty}","optional":{optional}"#);
+        if let Some(name) = logical {
+            out.push_str(&format!(r#","name":"{name}","version":1"#));
+        }
+        if let Kind::Decimal(scale) = self {
+            out.push_str(&format!(r#","parameters":{{"scale":"{scale}"}}"#));
+        }
+        out.push_str(r#","field":"#);
+        out.push_str(&Value::String(field.to_owned()).to_string());
+        out.push('}');
+        out
+    }
+}
+
+/// A struct schema of `fields` (each from [`Kind::field_schema`]) named `name` (none if
+/// `None`), as the JsonConverter writes it.
+pub fn struct_schema(fields: &[String], name: Option<&str>) -> String {
+    let mut out = String::from(r#"{"type":"struct","fields":["#);
+    out.push_str(&fields.join(","));
+    out.push_str(r#"],"optional":false"#);
+    if let Some(name) = name {
+        out.push_str(r#","name":"#);
+        out.push_str(&Value::String(name.to_owned()).to_string());
+    }
+    out.push('}');
+    out
+}
+
 /// Standard base64 with padding (what Connect's JSON converter writes for bytes).
 pub fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -196,6 +243,29 @@ mod tests {
         assert_eq!(Kind::Boolean.payload("t").unwrap(), json!(true));
         assert_eq!(Kind::Float64.payload("NaN").unwrap(), json!("NaN"));
         assert!(Kind::Int32.payload("x").is_err());
+    }
+
+    #[test]
+    fn schemas_are_written_as_the_json_converter_writes_them() {
+        assert_eq!(
+            Kind::Int32.field_schema("id", false),
+            r#"{"type":"int32","optional":false,"field":"id"}"#
+        );
+        assert_eq!(
+            Kind::Decimal(2).field_schema("price", true),
+            r#"{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2"},"field":"price"}"#
+        );
+        assert_eq!(
+            Kind::Timestamp.field_schema("at", true),
+            r#"{"type":"int64","optional":true,"name":"org.apache.kafka.connect.data.Timestamp","version":1,"field":"at"}"#
+        );
+        let schema = struct_schema(&[Kind::Text.field_schema("a\"b", true)], Some("users"));
+        assert_eq!(
+            schema,
+            r#"{"type":"struct","fields":[{"type":"string","optional":true,"field":"a\"b"}],"optional":false,"name":"users"}"#
+        );
+        let parsed: Value = wasm_connect_sdk::serde_json::from_str(&schema).unwrap();
+        assert_eq!(parsed["fields"][0]["field"], "a\"b");
     }
 
     #[test]

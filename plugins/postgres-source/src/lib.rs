@@ -304,6 +304,8 @@ impl Position {
 struct ColumnInfo {
     name: String,
     kind: Kind,
+    /// Whether the column may hold nulls (its field is optional).
+    optional: bool,
 }
 
 /// One table of a task.
@@ -314,6 +316,10 @@ struct TableReader {
     /// `partition` as JSON text, serialized once rather than per record.
     partition_text: String,
     columns: Vec<ColumnInfo>,
+    /// The Kafka Connect schema of the records' values: a struct named after the table.
+    value_schema: String,
+    /// The Kafka Connect schema of the records' keys (a struct of the primary key's columns).
+    key_schema: String,
     /// Indexes (in `columns`) of the primary key's columns, in key order.
     key: Vec<usize>,
     /// Index of the incrementing column.
@@ -344,7 +350,7 @@ impl TableReader {
         let qualified = name.quoted();
         let columns = client
             .query(
-                "SELECT a.attname, a.atttypid, a.atttypmod FROM pg_catalog.pg_attribute a \
+                "SELECT a.attname, a.atttypid, a.atttypmod, a.attnotnull FROM pg_catalog.pg_attribute a \
                  WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
                 &[Some(&qualified)],
             )
@@ -358,6 +364,7 @@ impl TableReader {
                 Some(ColumnInfo {
                     name: row.first()?.clone()?,
                     kind: Kind::of(oid, typmod, settings.numerics),
+                    optional: row.get(3)?.as_deref() != Some("t"),
                 })
             })
             .collect();
@@ -421,12 +428,20 @@ impl TableReader {
         }
         let database = &settings.login.dbname;
         let partition = json!({"protocol": "1", "table": format!("{database}.{}", name.dotted())});
+        let field = |c: &ColumnInfo| c.kind.field_schema(&c.name, c.optional);
+        let value_fields: Vec<String> = columns.iter().map(field).collect();
+        // As Kafka Connect's JDBC source names it: after the table.
+        let value_schema = columns::struct_schema(&value_fields, Some(&name.table));
+        let key_fields: Vec<String> = key.iter().map(|i| field(&columns[*i])).collect();
+        let key_schema = columns::struct_schema(&key_fields, None);
         Ok(TableReader {
             topic: format!("{}{}", settings.topic_prefix, name.table),
             partition_text: partition.to_string(),
             partition,
             name,
             columns,
+            value_schema,
+            key_schema,
             key,
             id_column,
             ts_columns,
@@ -640,6 +655,8 @@ impl TableReader {
             timestamp: None,
             source_partition: self.partition_text.clone(),
             source_offset: position.offset(mode).to_string(),
+            key_schema: None,
+            value_schema: Some(self.value_schema.clone()),
         };
         if !self.key.is_empty() {
             let mut key = Map::new();
@@ -647,6 +664,7 @@ impl TableReader {
                 key.insert(self.columns[*i].name.clone(), value(*i)?);
             }
             record = record.with_key(Data::Json(Value::Object(key).to_string()));
+            record.key_schema = Some(self.key_schema.clone());
         }
         Ok(record)
     }

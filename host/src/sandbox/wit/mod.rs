@@ -2,12 +2,14 @@
 //! extension host does it: the newest version's types are the host's, and every older version
 //! is adapted to them in its own module.
 //!
-//! - [`v0_3`] is the newest: its `types` and `batch` are [`types`] and [`batch`], and its
+//! - [`v0_4`] is the newest: its `types` and `batch` are [`types`] and [`batch`], and its
 //!   imports carry the host's implementation (`super::state`).
-//! - [`v0_2`] and [`v0_1`] map their `types` (and 0.2.0 its `batch`) onto 0.3.0's, which have
-//!   the same shapes (wasmtime checks that when it instantiates a component); their imports
-//!   delegate to 0.3.0's; their connector, plain functions without an instance, is given the
-//!   lifecycle of 0.3.0's connector resource by keeping its config on the host.
+//! - [`v0_3`], [`v0_2`] and [`v0_1`] map their `types` (and from 0.2.0 their `batch`) onto
+//!   0.4.0's, which have the same shapes (0.4.0's `batch` adds types, it changes none; wasmtime
+//!   checks the shapes when it instantiates a component); their imports delegate to 0.4.0's;
+//!   their batches go without schemas; the connector of 0.1.0 and 0.2.0, plain functions
+//!   without an instance, is given the lifecycle of the connector resource by keeping its
+//!   config on the host.
 //! - Each version's `Plugin` implements [`Contract`] in host types; [`Bindings`] holds one of
 //!   them, and `super::instance` calls it through `dispatch!`.
 //!
@@ -27,11 +29,12 @@ use crate::plugin::{Version, World};
 pub mod v0_1;
 pub mod v0_2;
 pub mod v0_3;
+pub mod v0_4;
 
 /// The newest contract version's bindings.
-pub use v0_3 as latest;
+pub use v0_4 as latest;
 
-/// The host's packed batch types (0.2.0 and 0.3.0 share them).
+/// The host's packed batch types (0.2.0 and 0.3.0 use those of them they have).
 pub use latest::batch;
 /// What a connector's `monitor` reports (0.3.0 on).
 pub use latest::source::exports::wasm_connect::plugin::connector::MonitorReport;
@@ -43,6 +46,18 @@ use types::{
     Config, ConfigError, ConnectorSpec, PluginError, RecordFailure, SourcePosition, TopicPartition,
     TopicPartitionOffset,
 };
+
+/// Schema columns for a batch without schemas (contracts before 0.4.0).
+pub(crate) fn no_schemas() -> batch::SchemaColumns {
+    let none = || batch::SpanColumn {
+        start: Vec::new(),
+        len: Vec::new(),
+    };
+    batch::SchemaColumns {
+        key: none(),
+        value: none(),
+    }
+}
 
 /// A created connector, as its contract version keeps it.
 pub enum Connector {
@@ -318,6 +333,82 @@ macro_rules! describe_calls {
 }
 pub(crate) use describe_calls;
 
+/// The connector lifecycle of 0.3.0 on: the plugin's `connector-instance` resource, created
+/// with its config, asked for task configs, monitored, stopped and dropped.
+macro_rules! resource_connector {
+    () => {
+        fn monitors(&self) -> bool {
+            true
+        }
+
+        async fn connector_create(
+            &self,
+            store: &mut Store<HostState>,
+            config: &Config,
+        ) -> wasmtime::Result<Result<Connector, PluginError>> {
+            let created = $crate::sandbox::wit::on_connector!(self, |c| c
+                .connector_instance()
+                .call_create(store, config)
+                .await)?;
+            Ok(created.map(Connector::Resource))
+        }
+
+        async fn task_configs(
+            &self,
+            store: &mut Store<HostState>,
+            connector: &Connector,
+            max_tasks: u32,
+        ) -> wasmtime::Result<Result<Vec<Config>, PluginError>> {
+            let handle = $crate::sandbox::wit::resource(connector)?;
+            $crate::sandbox::wit::on_connector!(self, |c| c
+                .connector_instance()
+                .call_task_configs(store, handle, max_tasks)
+                .await)
+        }
+
+        async fn monitor(
+            &self,
+            store: &mut Store<HostState>,
+            connector: &Connector,
+        ) -> wasmtime::Result<Result<MonitorReport, PluginError>> {
+            let handle = $crate::sandbox::wit::resource(connector)?;
+            // Each world's bindings have their own type for the report.
+            $crate::sandbox::wit::on_connector!(self, |c| Ok(c
+                .connector_instance()
+                .call_monitor(store, handle)
+                .await?
+                .map(|report| MonitorReport {
+                    reconfigure: report.reconfigure,
+                    next_call_ms: report.next_call_ms,
+                })))
+        }
+
+        async fn connector_stop(
+            &self,
+            store: &mut Store<HostState>,
+            connector: &Connector,
+        ) -> wasmtime::Result<()> {
+            let handle = $crate::sandbox::wit::resource(connector)?;
+            $crate::sandbox::wit::on_connector!(self, |c| c
+                .connector_instance()
+                .call_stop(&mut *store, handle)
+                .await)?;
+            handle.resource_drop_async(store).await
+        }
+    };
+}
+pub(crate) use resource_connector;
+
+/// The handle of a connector of 0.3.0 on.
+pub(crate) fn resource(connector: &Connector) -> wasmtime::Result<ResourceAny> {
+    match connector {
+        Connector::Resource(handle) => Ok(*handle),
+        Connector::Config(_) => Err(wasmtime::format_err!(
+            "worker bug: a connector of contract 0.3.0 or later without its resource"
+        )),
+    }
+}
+
 /// The connector lifecycle of the versions before 0.3.0, whose connector has no instance: the
 /// host keeps the config and passes it to `task-configs`; there is nothing to monitor or stop.
 macro_rules! stateless_connector {
@@ -446,6 +537,7 @@ pub(crate) enum Bindings {
     V0_1(v0_1::Plugin),
     V0_2(v0_2::Plugin),
     V0_3(v0_3::Plugin),
+    V0_4(v0_4::Plugin),
 }
 
 /// Run `$call` on whichever version's `Plugin` (a [`Contract`]) `$bindings` holds.
@@ -455,6 +547,7 @@ macro_rules! dispatch {
             $crate::sandbox::wit::Bindings::V0_1($plugin) => $call,
             $crate::sandbox::wit::Bindings::V0_2($plugin) => $call,
             $crate::sandbox::wit::Bindings::V0_3($plugin) => $call,
+            $crate::sandbox::wit::Bindings::V0_4($plugin) => $call,
         }
     };
 }
@@ -464,7 +557,8 @@ pub(crate) use dispatch;
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     v0_1::add_to_linker(linker)?;
     v0_2::add_to_linker(linker)?;
-    v0_3::add_to_linker(linker)
+    v0_3::add_to_linker(linker)?;
+    v0_4::add_to_linker(linker)
 }
 
 impl Bindings {
@@ -485,6 +579,9 @@ impl Bindings {
             }
             (0, 3) => {
                 Bindings::V0_3(v0_3::Plugin::instantiate(store, component, linker, world).await?)
+            }
+            (0, 4) => {
+                Bindings::V0_4(v0_4::Plugin::instantiate(store, component, linker, world).await?)
             }
             _ => {
                 return Err(wasmtime::format_err!(

@@ -1,7 +1,7 @@
 //! Contract 0.2.0: records cross as packed batches; the connector is a set of plain functions
 //! (no instance state the contract knows of), so the host keeps the config it was created with
-//! and nothing is monitored. Types and batches are the host's (0.3.0 has the same shapes); the
-//! imports delegate to 0.3.0's.
+//! and nothing is monitored. Types and batches are the host's (0.4.0 has the same shapes); the
+//! imports delegate to 0.4.0's.
 
 use wasmtime::Store;
 use wasmtime::component::{Component, Linker, ResourceAny};
@@ -62,7 +62,7 @@ impl Contract for Plugin {
         max_bytes: usize,
     ) -> wasmtime::Result<Result<Polled, PluginError>> {
         let polled = self.source()?.call_poll(store, task, max_records).await?;
-        Ok(polled.map(|batch| Polled::packed(batch, max_bytes)))
+        Ok(polled.map(|batch| Polled::packed(batch, super::no_schemas(), max_bytes)))
     }
 
     async fn put(
@@ -71,7 +71,7 @@ impl Contract for Plugin {
         task: ResourceAny,
         batch: &PutBatch,
     ) -> Result<wasmtime::Result<Result<Vec<RecordFailure>, PluginError>>, String> {
-        Ok(async { self.sink()?.call_put(store, task, batch.as_wit()).await }.await)
+        Ok(async { self.sink()?.call_put(store, task, batch.as_wit().0).await }.await)
     }
 
     super::task_calls!();

@@ -17,7 +17,7 @@ pub mod __rt {
 
 wit_bindgen::generate!({
     world: "source-connector",
-    path: "../../../wit/0.3.0",
+    path: "../../../wit/0.4.0",
     pub_export_macro: true,
     export_macro_name: "export_source_world",
     default_bindings_module: "wasm_connect_sdk::bindings::source",
