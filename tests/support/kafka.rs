@@ -83,15 +83,44 @@ pub fn produce(topic: &str, values: &[Vec<u8>]) {
 /// Produce `values` (with null keys) across partitions `0..partitions` of `topic`, value `i`
 /// to partition `i % partitions`, waiting for every ack.
 pub fn produce_spread(topic: &str, partitions: i32, values: &[Vec<u8>]) {
+    let records: Vec<Outgoing<'_>> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| ((i % partitions as usize) as i32, None, Some(v.as_slice())))
+        .collect();
+    send_all(topic, &records);
+}
+
+/// A record's key and value for [`produce_keyed`]; `None` is null.
+pub type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Produce `(key, value)` records (either may be null: a null value is a tombstone) to
+/// partition 0 of `topic`, in order, waiting for every ack.
+pub fn produce_keyed(topic: &str, records: &[KeyValue]) {
+    let records: Vec<Outgoing<'_>> = records
+        .iter()
+        .map(|(k, v)| (0, k.as_deref(), v.as_deref()))
+        .collect();
+    send_all(topic, &records);
+}
+
+/// A record to send: its partition, key and value (`None`: null).
+type Outgoing<'a> = (i32, Option<&'a [u8]>, Option<&'a [u8]>);
+
+/// Send `(partition, key, value)` records to `topic` and wait for every ack.
+fn send_all(topic: &str, records: &[Outgoing<'_>]) {
     let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap())
         .create()
         .expect("producer");
-    for (i, v) in values.iter().enumerate() {
-        let partition = (i % partitions as usize) as i32;
-        let mut record = BaseRecord::<(), _>::to(topic)
-            .payload(v)
-            .partition(partition);
+    for &(partition, key, value) in records {
+        let mut record = BaseRecord::<[u8], [u8]>::to(topic).partition(partition);
+        if let Some(key) = key {
+            record = record.key(key);
+        }
+        if let Some(value) = value {
+            record = record.payload(value);
+        }
         loop {
             match producer.send(record) {
                 Ok(()) => break,

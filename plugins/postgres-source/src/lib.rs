@@ -23,6 +23,7 @@ mod settings;
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use wasm_connect_postgres_wire::connector::{self, db_error, validate_login};
 use wasm_connect_postgres_wire::{Client, Error as DbError, QueryResult, quote_ident, values};
 use wasm_connect_sdk::serde_json::{self, Map, Value, json};
 use wasm_connect_sdk::{
@@ -54,46 +55,13 @@ impl TableName {
     }
 }
 
-/// A database error as the connector's error: retriable when a retry may cure it.
-fn db_error(what: &str, e: &DbError) -> Error {
-    classified(e, format!("{what}: {e}"))
-}
-
-fn classified(e: &DbError, message: String) -> Error {
-    if e.is_transient() {
-        Error::retriable(message)
-    } else {
-        Error::fatal(message)
-    }
-}
-
 /// The open connection in `slot`, connecting first when there is none or it broke.
 fn ensure<'a>(slot: &'a mut Option<Client>, settings: &Settings) -> Result<&'a mut Client> {
-    if slot.as_ref().is_none_or(Client::is_broken) {
-        *slot = Some(connect(settings)?);
-    }
-    slot.as_mut()
-        .ok_or_else(|| Error::retriable("no connection to the database"))
+    connector::ensure(slot, &settings.login)
 }
 
 fn connect(settings: &Settings) -> Result<Client> {
-    Client::connect(&settings.login).map_err(|e| classified(&e, connect_message(settings, &e)))
-}
-
-/// Why a login failed, with the grant to add when the sandbox refused the connection.
-fn connect_message(settings: &Settings, e: &DbError) -> String {
-    let login = &settings.login;
-    let mut message = format!(
-        "cannot connect to {}:{} as {}: {e}",
-        login.host, login.port, login.user
-    );
-    if matches!(e, DbError::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied) {
-        message.push_str(&format!(
-            " (grant it: sandbox.net.connect={}:{})",
-            login.host, login.port
-        ));
-    }
-    message
+    connector::connect(&settings.login)
 }
 
 /// The tables the connector reads, in name order.
@@ -149,14 +117,9 @@ impl Connector for PostgresSource {
         };
         // Log in and look at the tables now, so a wrong URL, password, grant, table or column
         // is reported at creation rather than by a failing task.
-        let mut client = match Client::connect(&settings.login) {
+        let mut client = match validate_login(&settings.login) {
             Ok(c) => c,
-            Err(e) => {
-                return vec![ConfigError::new(
-                    "connection.url",
-                    connect_message(&settings, &e),
-                )];
-            }
+            Err(e) => return vec![e],
         };
         let tables = match list_tables(&mut client, &settings) {
             Ok(t) => t,

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use wasm_connect_postgres_wire::Config as Login;
+use wasm_connect_postgres_wire::connector::{self, connection_keys};
 use wasm_connect_sdk::{Config, ConfigDef, ConfigError, ConfigType, Importance, Spec};
 
 use crate::columns::NumericMapping;
@@ -70,29 +71,11 @@ pub struct Settings {
 /// The plugin's spec: every key, documented.
 pub fn spec() -> Spec {
     let key = |name, ty, doc| ConfigDef::new(name, ty, doc);
-    Spec::new(
+    connection_keys(Spec::new(
         "postgres-source",
         env!("CARGO_PKG_VERSION"),
         "Reads the rows of PostgreSQL tables into topics (bulk, incrementing, timestamp or timestamp+incrementing), Kafka Connect JDBC source style",
-    )
-    .config(
-        key(
-            "connection.url",
-            ConfigType::String,
-            "JDBC URL of the database: jdbc:postgresql://host:port/database (user and password may be given as URL parameters, or below). Its host and port must be granted with sandbox.net.connect.",
-        )
-        .required()
-        .importance(Importance::High),
-    )
-    .config(key("connection.user", ConfigType::String, "The role to log in as.").importance(Importance::High))
-    .config(
-        key(
-            "connection.password",
-            ConfigType::Password,
-            "Its password. Use a config provider, e.g. ${file:/etc/secrets/db.properties:password}.",
-        )
-        .importance(Importance::High),
-    )
+    ))
     .config(
         key(
             "mode",
@@ -194,39 +177,7 @@ impl Settings {
     /// The settings of `config`, or every problem with it.
     pub fn from_config(config: &Config) -> Result<Settings, Vec<ConfigError>> {
         let mut errors = Vec::new();
-        let url = config.get("connection.url").unwrap_or_default();
-        let mut login = match Login::from_url(url) {
-            Ok(login) => login,
-            Err(e) => {
-                errors.push(ConfigError::new("connection.url", e));
-                Login {
-                    host: String::new(),
-                    port: 5432,
-                    dbname: "postgres".to_owned(),
-                    user: String::new(),
-                    password: None,
-                    application_name: String::new(),
-                }
-            }
-        };
-        if let Some(user) = config.get("connection.user").filter(|u| !u.is_empty()) {
-            login.user = user.to_owned();
-        }
-        if let Some(password) = config.get("connection.password").filter(|p| !p.is_empty()) {
-            login.password = Some(password.to_owned());
-        }
-        if login.user.is_empty() {
-            errors.push(ConfigError::new(
-                "connection.user",
-                "is required (here, or as user= in connection.url)",
-            ));
-        }
-        if login.dbname.is_empty() {
-            errors.push(ConfigError::new(
-                "connection.url",
-                "names no database: write jdbc:postgresql://host:port/database",
-            ));
-        }
+        let login = connector::login(config, &mut errors);
         let mode = match config.get("mode").unwrap_or_default() {
             "bulk" => Mode::Bulk,
             "incrementing" => Mode::Incrementing,

@@ -17,6 +17,9 @@
 //! answer has been read), so the client stays usable.
 
 mod config;
+/// What wasm-connect's PostgreSQL connectors share (feature `connector`).
+#[cfg(feature = "connector")]
+pub mod connector;
 pub mod values;
 
 use std::fmt;
@@ -30,7 +33,7 @@ use postgres_protocol::authentication::{md5_hash, sasl};
 use postgres_protocol::message::backend::{ErrorResponseBody, Message};
 use postgres_protocol::message::frontend;
 
-pub use config::Config;
+pub use config::{Config, DEFAULT_PORT};
 
 /// Why a call failed.
 #[derive(Debug)]
