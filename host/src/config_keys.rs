@@ -11,6 +11,8 @@ pub const NET_CONNECT: &str = "sandbox.net.connect";
 /// Comma-separated URL prefixes (`https://host[:port][/path/]`) a plugin may send HTTP requests
 /// to through `wasi:http`.
 pub const HTTP_ALLOW: &str = "sandbox.http.allow";
+/// A PEM file of CA certificates a plugin's HTTPS requests trust besides the system's roots.
+pub const HTTP_TLS_CA: &str = "sandbox.http.tls.ca.location";
 /// Per-connector override of the instance memory limit, in bytes.
 pub const MEMORY_MAX_BYTES: &str = "sandbox.memory.max.bytes";
 /// Per-connector override of the CPU deadline of one plugin call, in milliseconds.

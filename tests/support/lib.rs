@@ -109,6 +109,10 @@ pub fn wasm_connect_bin() -> PathBuf {
                 "wasm-connect",
             ])
             .current_dir(repo_root())
+            // `cargo test` sets it to this crate's directory; ring's build script watches it,
+            // so a build that inherited it would rebuild ring and all above it, and the next
+            // plain `cargo build` again.
+            .env_remove("CARGO_MANIFEST_DIR")
             .status()
             .expect("run cargo build");
         assert!(status.success(), "building the wasm-connect binary failed");

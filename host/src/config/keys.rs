@@ -737,6 +737,13 @@ pub const KEYS: &[Key] = &[
         scope: Scope::Connector,
     },
     Key {
+        name: "sandbox.http.tls.ca.location",
+        kind: Kind::Text,
+        default: KeyDefault::None,
+        doc: "A PEM file of CA certificates the plugin's HTTPS requests trust besides the system's roots (a private CA).",
+        scope: Scope::Connector,
+    },
+    Key {
         name: "sandbox.topics.write",
         kind: Kind::List,
         default: KeyDefault::None,
@@ -868,6 +875,7 @@ mod tests {
             FS_WRITE,
             NET_CONNECT,
             HTTP_ALLOW,
+            HTTP_TLS_CA,
             MEMORY_MAX_BYTES,
             CALL_TIMEOUT_MS,
             CALL_WALL_TIMEOUT_MS,

@@ -29,12 +29,28 @@ pub(crate) struct HttpGate {
     grant: HttpGrant,
     /// Where refusals are recorded (shared with the socket check).
     net: Arc<NetAccess>,
+    /// The TLS settings of this instance's requests: made at its first `https` request.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl HttpGate {
     /// The gate of an instance granted `grant`.
     pub(crate) fn new(grant: HttpGrant, net: Arc<NetAccess>) -> Self {
-        Self { grant, net }
+        Self {
+            grant,
+            net,
+            tls: None,
+        }
+    }
+
+    /// The TLS settings: the system's roots, plus the grant's CAs if it names any.
+    fn tls(&mut self) -> Arc<rustls::ClientConfig> {
+        if self.grant.extra_roots().is_empty() {
+            return system_tls();
+        }
+        self.tls
+            .get_or_insert_with(|| tls_config(self.grant.extra_roots()))
+            .clone()
     }
 }
 
@@ -68,42 +84,63 @@ impl WasiHttpHooks for HttpGate {
             ));
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
-        Box::new(send(request, options))
+        let tls = if request.uri().scheme_str() == Some("https") {
+            Some(self.tls())
+        } else {
+            None
+        };
+        Box::new(send(request, options, tls))
     }
 }
 
-/// The TLS settings of every plugin request: the system's roots, loaded once.
-fn tls_config() -> Arc<rustls::ClientConfig> {
+/// The system's roots, loaded once.
+fn system_roots() -> &'static rustls::RootCertStore {
+    static ROOTS: OnceLock<rustls::RootCertStore> = OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_native_certs::load_native_certs().certs {
+            // A certificate the system lists but rustls cannot parse is skipped, as browsers
+            // skip it.
+            let _ = roots.add(cert);
+        }
+        roots
+    })
+}
+
+/// The TLS settings of plugin requests without CAs of their own, made once.
+fn system_tls() -> Arc<rustls::ClientConfig> {
     static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let mut roots = rustls::RootCertStore::empty();
-            let found = rustls_native_certs::load_native_certs();
-            for cert in found.certs {
-                // A certificate the system lists but rustls cannot parse is skipped, as
-                // browsers skip it.
-                let _ = roots.add(cert);
-            }
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let config = rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .map(|b| b.with_root_certificates(roots).with_no_client_auth())
-                .unwrap_or_else(|_| {
-                    // ring supports the default versions; this cannot fail, but an empty
-                    // configuration (every handshake refused) is the safe answer if it did.
-                    rustls::ClientConfig::builder()
-                        .with_root_certificates(rustls::RootCertStore::empty())
-                        .with_no_client_auth()
-                });
-            Arc::new(config)
-        })
-        .clone()
+    CONFIG.get_or_init(|| tls_config(&[])).clone()
+}
+
+/// TLS settings trusting the system's roots and `extra` (certificates the grant's file held,
+/// which `HttpGrant` checked could be read).
+fn tls_config(extra: &[rustls::pki_types::CertificateDer<'static>]) -> Arc<rustls::ClientConfig> {
+    let mut roots = system_roots().clone();
+    for cert in extra {
+        // A CA rustls cannot use is left out: its servers then fail verification, which the
+        // request's error names.
+        let _ = roots.add(cert.clone());
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
+        .unwrap_or_else(|_| {
+            // ring supports the default versions; this cannot fail, but an empty configuration
+            // (every handshake refused) is the safe answer if it did.
+            rustls::ClientConfig::builder()
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth()
+        });
+    Arc::new(config)
 }
 
 /// Send one request on a connection of its own.
 async fn send(
     mut request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
+    tls: Option<Arc<rustls::ClientConfig>>,
 ) -> Result<Sent, Error> {
     let uri = request.uri().clone();
     let https = uri.scheme_str() == Some("https");
@@ -132,10 +169,10 @@ async fn send(
         .parse()
         .map_err(|_| Error::HttpRequestUriInvalid)?;
     *request.uri_mut() = origin;
-    let response = if https {
+    let response = if let Some(tls) = tls {
         let name = rustls::pki_types::ServerName::try_from(host.clone())
             .map_err(|_| Error::HttpRequestUriInvalid)?;
-        let tls = tokio_rustls::TlsConnector::from(tls_config())
+        let tls = tokio_rustls::TlsConnector::from(tls)
             .connect(name, tcp)
             .await
             .map_err(Error::Tls)?;

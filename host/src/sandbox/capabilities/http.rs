@@ -7,9 +7,12 @@
 //! - A path with a `.` or `..` segment (also percent-encoded) is refused whatever the grant: a
 //!   server would resolve it outside the prefix that was checked.
 //! - The worker makes the connection and the TLS handshake (certificates checked against the
-//!   system's roots): the plugin sees only the HTTP exchange.
+//!   system's roots, and the CAs of `sandbox.http.tls.ca.location`): the plugin sees only the
+//!   HTTP exchange.
 
-pub use crate::config_keys::HTTP_ALLOW;
+use rustls::pki_types::CertificateDer;
+
+pub use crate::config_keys::{HTTP_ALLOW, HTTP_TLS_CA};
 
 /// One entry: a scheme, host and port, and a path prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,14 +31,30 @@ struct HttpEntry {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HttpGrant {
     entries: Vec<HttpEntry>,
+    /// The CA certificates of `sandbox.http.tls.ca.location` (DER), trusted besides the
+    /// system's roots.
+    extra_roots: Vec<CertificateDer<'static>>,
 }
 
 impl HttpGrant {
     /// The grant a connector config makes; an error names the key and the bad entry.
     pub fn from_config(config: &[(String, String)]) -> Result<Self, String> {
+        let ca = config
+            .iter()
+            .rev()
+            .find(|(k, v)| k == HTTP_TLS_CA && !v.trim().is_empty());
         Ok(Self {
             entries: super::parse_list(config, HTTP_ALLOW, parse_entry)?,
+            extra_roots: match ca {
+                Some((_, path)) => read_roots(path.trim())?,
+                None => Vec::new(),
+            },
         })
+    }
+
+    /// The CA certificates trusted besides the system's roots.
+    pub fn extra_roots(&self) -> &[CertificateDer<'static>] {
+        &self.extra_roots
     }
 
     /// Whether nothing is granted.
@@ -91,6 +110,27 @@ fn has_dot_segment(path: &str) -> bool {
         let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
         decoded == "." || decoded == ".."
     })
+}
+
+/// The certificates of the PEM file at `path`; an error names the key and says what to do.
+fn read_roots(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem = std::fs::read(path)
+        .map_err(|e| format!("{HTTP_TLS_CA}: cannot read {path}: {e}; name a PEM file of CA certificates the worker can read"))?;
+    let certs = openssl::x509::X509::stack_from_pem(&pem)
+        .map_err(|e| format!("{HTTP_TLS_CA}: {path} is not a PEM file of certificates ({e})"))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "{HTTP_TLS_CA}: {path} holds no certificate; it must hold PEM \"BEGIN CERTIFICATE\" blocks"
+        ));
+    }
+    certs
+        .iter()
+        .map(|c| {
+            c.to_der()
+                .map(CertificateDer::from)
+                .map_err(|e| format!("{HTTP_TLS_CA}: a certificate of {path} cannot be used ({e})"))
+        })
+        .collect()
 }
 
 fn parse_entry(item: &str) -> Result<HttpEntry, String> {
