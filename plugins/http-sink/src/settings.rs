@@ -127,9 +127,9 @@ pub fn spec() -> Spec {
         key(
             "http.timeout.ms",
             ConfigType::Int,
-            "How long connecting and the answer's first byte may each take; the call's wall-clock deadline (sandbox.call.wall.timeout.ms) bounds the whole request.",
+            "How long connecting and the answer's first byte may each take (running out is retried); keep it well under the call's wall-clock deadline (sandbox.call.wall.timeout.ms), which bounds the whole put and fails the task.",
         )
-        .default(30_000),
+        .default(10_000),
     )
 }
 
@@ -195,7 +195,7 @@ impl Settings {
         };
         let max_records = positive("batch.max.records", 500) as usize;
         let max_bytes = positive("batch.max.bytes", 1_048_576) as usize;
-        let timeout_ms = positive("http.timeout.ms", 30_000);
+        let timeout_ms = positive("http.timeout.ms", 10_000);
         match url {
             Some(url) if errors.is_empty() => Ok(Settings {
                 url,
