@@ -1,7 +1,8 @@
 //! `postgres-sink` in a real worker, against the real PostgreSQL server of `scripts/postgres`
 //! and the real broker: a round trip from one database through `postgres-source`, Kafka (the
 //! json converter with schemas) and `postgres-sink` into another, every column type, updates
-//! under timestamp+incrementing with upsert, and a kill -9 of the worker mid-stream; and
+//! under timestamp+incrementing with upsert, and a kill -9 of the worker mid-stream, the
+//! records in Kafka checked against Kafka Connect's own JsonConverter; and
 //! per-record failures into the dead-letter queue, with tombstones deleting rows.
 
 use std::path::{Path, PathBuf};
@@ -13,10 +14,10 @@ use serde_json::{Value, json};
 use wasm_connect_tests::kafka::{
     self, KeyValue, consume, create_topic, produce_keyed, unique_topic,
 };
-use wasm_connect_tests::plugins_with;
 use wasm_connect_tests::postgres::{self, client, fresh_database, jdbc_url};
 use wasm_connect_tests::rest::create;
 use wasm_connect_tests::worker::{Worker, write_properties};
+use wasm_connect_tests::{connect_libs, plugins_with, repo_root};
 
 /// Every type the source and sink carry, with nulls (a column that is always null, and
 /// nullable columns null in some rows), timestamps at millisecond precision (Connect's).
@@ -125,6 +126,34 @@ fn wait_for_equal(source: &str, sink: &str, timeout: Duration, worker: &Worker) 
         }
         std::thread::sleep(Duration::from_millis(300));
     }
+}
+
+/// `envelopes` read and written again by Kafka Connect's JsonConverter (schemas enabled), one
+/// output line each (`tests/java/JsonConverterCheck.java`, run by the machine's Java on Kafka
+/// Connect's own jars).
+fn through_kafka_connect(envelopes: &[String]) -> Vec<String> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let classpath = format!("{}/*", connect_libs().display());
+    let mut java = Command::new("java")
+        .args(["-cp", &classpath])
+        .arg(repo_root().join("tests/java/JsonConverterCheck.java"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run java");
+    let mut input = java.stdin.take().unwrap();
+    for line in envelopes {
+        writeln!(input, "{line}").unwrap();
+    }
+    drop(input);
+    let output = java.wait_with_output().unwrap();
+    assert!(output.status.success(), "the JsonConverter check failed");
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The password file both connectors read through the file config provider.
@@ -245,6 +274,26 @@ fn a_round_trip_through_kafka_copies_every_type_and_update_and_survives_kill_9()
         json!({"schema": {"type": "struct", "fields": [{"type": "int32", "optional": false, "field": "id"}], "optional": false},
                "payload": {"id": 1}})
     );
+
+    // Kafka Connect's own JsonConverter reads every key and value as the data they describe and
+    // writes them back as the same JSON (rows with and without nulls, every type).
+    let records = consume(&format!("{prefix}items"), 40, Duration::from_secs(10));
+    let ours: Vec<String> = records
+        .iter()
+        .flat_map(|r| [r.key.as_deref().unwrap(), r.value.as_deref().unwrap()])
+        .map(|b| String::from_utf8(b.to_vec()).unwrap())
+        .collect();
+    let theirs = through_kafka_connect(&ours);
+    assert_eq!(theirs.len(), ours.len(), "{theirs:?}");
+    for (ours, theirs) in ours.iter().zip(&theirs) {
+        let parsed: Value = serde_json::from_str(theirs)
+            .unwrap_or_else(|_| panic!("Kafka Connect's JsonConverter refused {ours}: {theirs}"));
+        assert_eq!(
+            serde_json::from_str::<Value>(ours).unwrap(),
+            parsed,
+            "Kafka Connect's JsonConverter writes this record differently"
+        );
+    }
 
     // Updates (timestamp+incrementing sees them; upsert applies them) and new rows, written
     // while the worker is killed and started again.

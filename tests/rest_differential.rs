@@ -17,9 +17,9 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 use wasm_connect_tests::kafka::{self, create_topic, unique_topic};
-use wasm_connect_tests::repo_root;
 use wasm_connect_tests::rest::block;
 use wasm_connect_tests::worker::{Worker, eventually};
+use wasm_connect_tests::{connect_libs, repo_root};
 
 /// Differences that stay, each `(exchange label, what differs)` as [`compare`] words it;
 /// `docs/rest.md` (*Differences from Kafka Connect*) gives the reasons.
@@ -319,20 +319,6 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
-}
-
-/// Kafka Connect's jars (fetched once by `bench/kafka-connect`).
-fn connect_libs() -> PathBuf {
-    let out = Command::new(repo_root().join("bench/kafka-connect"))
-        .arg("fetch")
-        .output()
-        .expect("run bench/kafka-connect fetch");
-    assert!(
-        out.status.success(),
-        "bench/kafka-connect fetch failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 /// A Kafka Connect standalone worker, killed on drop.

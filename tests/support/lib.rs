@@ -93,6 +93,21 @@ pub fn get<'a>(config: &'a [(String, String)], key: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
+/// Kafka Connect's jars (fetched once by `bench/kafka-connect`), the reference where the tests
+/// compare with Kafka Connect itself.
+pub fn connect_libs() -> PathBuf {
+    let out = Command::new(repo_root().join("bench/kafka-connect"))
+        .arg("fetch")
+        .output()
+        .expect("run bench/kafka-connect fetch");
+    assert!(
+        out.status.success(),
+        "bench/kafka-connect fetch failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 /// The `wasm-connect` binary, (re)built once per test process so that `cargo test -p
 /// wasm-connect-tests` never runs a stale binary.
 pub fn wasm_connect_bin() -> PathBuf {
