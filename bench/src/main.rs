@@ -6,9 +6,11 @@
 //! ```text
 //! wasm-connect-bench run [--smoke | --quick] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
 //!                        [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap ADDR]
-//!                        [--only startup,source,compression,sink,latency,density,cluster]
+//!                        [--only startup,source,compression,sink,latency,density,cluster,postgres]
 //! wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS [COMPRESSION]]]
 //! wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE [file|drop [THREADS]]
+//! wasm-connect-bench native-postgres-source JOB
+//! wasm-connect-bench native-postgres-sink JOB
 //! ```
 //!
 //! `run` uses the broker at `--bootstrap` (default `$WASM_CONNECT_BENCH_BOOTSTRAP`, else the
@@ -19,6 +21,7 @@ mod cluster;
 mod kafka;
 mod measure;
 mod native;
+mod postgres;
 mod report;
 mod systems;
 mod window;
@@ -63,6 +66,7 @@ pub const GROUPS: &[&str] = &[
     "latency",
     "density",
     "cluster",
+    "postgres",
 ];
 
 impl Options {
@@ -180,9 +184,11 @@ const USAGE: &str = "\
 usage:
   wasm-connect-bench run [--smoke | --quick] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
                          [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap HOST:PORT]
-                         [--only startup,source,compression,sink,latency,density,cluster]
+                         [--only startup,source,compression,sink,latency,density,cluster,postgres]
   wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS [COMPRESSION]]]
   wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE [file|drop [THREADS]]
+  wasm-connect-bench native-postgres-source JOB     (JOB: JSON, written by `run`)
+  wasm-connect-bench native-postgres-sink JOB
 
 --bootstrap defaults to $WASM_CONNECT_BENCH_BOOTSTRAP, else the test broker of scripts/kafka.
 A run with --only prints its tables and writes no files, unless --markdown is given (then it
@@ -234,6 +240,8 @@ fn main() -> Result<()> {
             let threads = args.get(6).map_or(Ok(1), |t| t.parse())?;
             native::sink(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?, drop, threads)
         }
+        Some("native-postgres-source") => postgres::native_source(arg(1)?),
+        Some("native-postgres-sink") => postgres::native_sink(arg(1)?),
         _ => bail!("{USAGE}"),
     }
 }

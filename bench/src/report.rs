@@ -113,6 +113,16 @@ const WINDOWED: &[(&str, &str, &str)] = &[
         "sink, 1 KiB values appended to a file, 1 task",
         "As `sink-file`, reading a topic of 1 KiB values (wasm-connect and the native consumer only).",
     ),
+    (
+        crate::postgres::SOURCE,
+        "PostgreSQL source: a table into a topic, 1 task",
+        "`scripts/postgres`'s server on loopback; a table of six columns (`bigint` primary key, `text`, `numeric(12,2)`, `boolean`, `timestamp`, nullable `text`; about 90 bytes of text a row), read in `incrementing` mode 5 000 rows a query, written as JSON with schemas (the JsonConverter's envelope, key and value, about 800 bytes a record). wasm-connect runs `postgres-source`; the native program runs the same queries with the same client (`wasm-connect-postgres-wire`, compiled natively) and sends the same records (the first record of both topics is checked to be the same bytes) with the worker's producer settings. Counted from the first record in the topic to the last by the partition's high watermark; the window column is that span. The database server's CPU is not counted (it runs the same queries for both).",
+    ),
+    (
+        crate::postgres::SINK,
+        "PostgreSQL sink: a topic into a table by upsert, 1 task",
+        "The topic the source wrote, into a new table: `insert.mode=upsert`, `pk.mode=record_key`, 3 000 rows a statement. wasm-connect runs `postgres-sink`; the native program (rdkafka's consumer, the same client, serde for the envelope) runs the plugin's statements: per batch `BEGIN`, one round trip of `SAVEPOINT`, a multi-row `INSERT ... ON CONFLICT DO UPDATE` and `RELEASE`, then `COMMIT`. Counted from the first row written to the last by a column the server fills (`loaded_at DEFAULT clock_timestamp()`); afterwards the copy is compared with the table, every row and column. The database server's CPU is not counted.",
+    ),
 ];
 
 /// What a comparison divides.
@@ -420,6 +430,34 @@ const COMPARISONS: &[Comparison] = &[
         Some(0.9),
     ),
     compare("sink-file-1KiB", WASM, NATIVE, Metric::PerCpuSecond, None),
+    compare(
+        crate::postgres::SOURCE,
+        WASM,
+        crate::postgres::NATIVE,
+        Metric::Throughput,
+        None,
+    ),
+    compare(
+        crate::postgres::SOURCE,
+        WASM,
+        crate::postgres::NATIVE,
+        Metric::PerCpuSecond,
+        None,
+    ),
+    compare(
+        crate::postgres::SINK,
+        WASM,
+        crate::postgres::NATIVE,
+        Metric::Throughput,
+        None,
+    ),
+    compare(
+        crate::postgres::SINK,
+        WASM,
+        crate::postgres::NATIVE,
+        Metric::PerCpuSecond,
+        None,
+    ),
 ];
 
 /// The systems that ran `workload`, in the order they first appear.

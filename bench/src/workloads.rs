@@ -487,6 +487,20 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         }
         groups.lap("cluster");
     }
+    if options.runs("postgres") {
+        let rows = if options.smoke {
+            crate::postgres::ROWS_SMOKE
+        } else if options.quick {
+            crate::postgres::ROWS_QUICK
+        } else {
+            crate::postgres::ROWS_FULL
+        };
+        let db = crate::postgres::Database::create(rows)?;
+        let outcome = postgres_runs(&suite, &db, reps).await;
+        db.drop_database();
+        runs.extend(outcome?);
+        groups.lap("postgres");
+    }
     Ok(Results {
         runs,
         density,
@@ -499,6 +513,51 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
         warm_up_s: suite.timing.warm_up.as_secs_f64(),
         window_s: suite.timing.window.as_secs_f64(),
     })
+}
+
+/// The PostgreSQL workloads, `reps` pairs each: the sources first (their first records must be
+/// the same bytes, so the two programs do the same work), then the sinks, all reading the topic
+/// wasm-connect's first source run wrote.
+async fn postgres_runs(
+    suite: &Suite,
+    db: &crate::postgres::Database,
+    reps: usize,
+) -> Result<Vec<Run>> {
+    use crate::postgres::{self, Program};
+    let programs = [Program::WasmConnect, Program::Native];
+    let work = suite.work.path();
+    let mut runs = Vec::new();
+    let mut input = None;
+    for rep in 0..reps {
+        let mut firsts = Vec::new();
+        for program in rotated(&programs, rep) {
+            let (run, topic) = postgres::source(&suite.env, work, program, db, rep).await?;
+            let first = kafka::value_at(&suite.env.bootstrap, &topic, 0)?;
+            firsts.push((program, first));
+            if program == Program::WasmConnect && input.is_none() {
+                input = Some(topic);
+            }
+            runs.push(run);
+        }
+        if let [(a, x), (b, y)] = &firsts[..]
+            && x != y
+        {
+            bail!(
+                "the first records of {} and {} differ, so they do not do the same work:\n{}\n{}",
+                a.name(),
+                b.name(),
+                String::from_utf8_lossy(x),
+                String::from_utf8_lossy(y)
+            );
+        }
+    }
+    let input = input.context("no source run wrote the sinks' input")?;
+    for rep in 0..reps {
+        for program in rotated(&programs, rep) {
+            runs.push(postgres::sink(&suite.env, work, program, db, &input, rep).await?);
+        }
+    }
+    Ok(runs)
 }
 
 /// How long each workload group took: a lap ends where the next begins, so time between

@@ -28,6 +28,7 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
     let repo = repo();
     run(&mut Command::new(repo.join("scripts/build-plugins")));
     run(Command::new(repo.join("scripts/kafka")).arg("start"));
+    run(Command::new(repo.join("scripts/postgres")).arg("start"));
     let libs = run(Command::new(repo.join("bench/kafka-connect")).arg("fetch"));
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     run(Command::new(cargo)
@@ -169,6 +170,14 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
         ),
         ("sink-file-1KiB", &["wasm-connect", "native rdkafka"][..]),
         ("recovery", &["wasm-connect", "Kafka Connect, tuned"][..]),
+        (
+            "postgres-source",
+            &["wasm-connect", "native postgres-wire + rdkafka"][..],
+        ),
+        (
+            "postgres-sink",
+            &["wasm-connect", "native postgres-wire + rdkafka"][..],
+        ),
     ] {
         for system in systems {
             let run = runs
