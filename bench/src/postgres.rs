@@ -449,6 +449,9 @@ pub async fn sink(
                 ("insert.mode", "upsert".into()),
                 ("pk.mode", "record_key".into()),
                 ("batch.size", SINK_BATCH.to_string()),
+                // As many records a `put` as the native program takes a batch (the worker's
+                // default is 2 000), so both run the same statements.
+                ("sink.batch.max.records", SINK_BATCH.to_string()),
             ];
             connector.extend(connector_common(&db.name));
             start_worker(env, &dir, &connector)?
@@ -502,7 +505,9 @@ pub async fn sink(
             cpu,
             peak_rss_kib: peak,
         },
-        format!("upsert on the record key, batch.size={SINK_BATCH}, JSON with schemas"),
+        format!(
+            "upsert on the record key, batch.size={SINK_BATCH} (and sink.batch.max.records), JSON with schemas"
+        ),
     ))
 }
 

@@ -226,14 +226,27 @@ impl Converted<'_> {
 
 /// What the JSON converter makes of Kafka bytes: the data, and with schemas the envelope's
 /// schema as it was written (`None` for a `null` schema).
+///
+/// Neither the payload nor the schema is built into a document tree (on a sink's hot path that
+/// was most of the converter's cost): both are taken as the raw text of the envelope, checked as
+/// JSON by the parser; a string payload is unescaped, and a document payload is passed on as
+/// written when it has no whitespace to drop (else written compact).
 fn json_from_kafka(bytes: &[u8], schemas: bool) -> Result<Converted<'static>, String> {
+    use serde_json::value::RawValue;
     /// Kafka Connect's envelope: exactly these two fields.
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Envelope<'a> {
         #[serde(borrow)]
-        schema: &'a serde_json::value::RawValue,
-        payload: serde_json::Value,
+        schema: &'a RawValue,
+        #[serde(borrow)]
+        payload: &'a RawValue,
+    }
+    /// What the converter reads of a schema: its type (other fields are skipped, not built).
+    #[derive(serde::Deserialize)]
+    struct SchemaHead<'a> {
+        #[serde(rename = "type", borrow)]
+        ty: Option<std::borrow::Cow<'a, str>>,
     }
     let (payload, schema) = if schemas {
         let envelope: Envelope<'_> = serde_json::from_slice(bytes).map_err(|e| {
@@ -244,36 +257,54 @@ fn json_from_kafka(bytes: &[u8], schemas: bool) -> Result<Converted<'static>, St
             }
         })?;
         let schema = envelope.schema.get();
-        let schema = (schema != "null").then(|| schema.to_owned());
-        (envelope.payload, schema)
+        (envelope.payload.get(), (schema != "null").then_some(schema))
     } else {
-        let value = serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
-        (value, None)
+        let raw: &RawValue =
+            serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
+        (raw.get(), None)
     };
-    let schema_type = match &schema {
+    let payload = payload.trim_matches(|c| matches!(c, ' ' | '\n' | '\r' | '\t'));
+    let schema_type = match schema {
         Some(text) => Some(
-            serde_json::from_str::<serde_json::Value>(text)
+            serde_json::from_str::<SchemaHead<'_>>(text)
                 .ok()
-                .and_then(|s| s.get("type").and_then(|t| t.as_str()).map(str::to_owned))
+                .and_then(|head| head.ty)
                 .ok_or_else(|| {
                     format!("the envelope's schema is not a Kafka Connect schema (a JSON object with a string \"type\"): {text}")
                 })?,
         ),
         None => None,
     };
-    let data = match payload {
-        serde_json::Value::Null => None,
-        serde_json::Value::String(s) if schema_type.as_deref() == Some("bytes") => {
-            Some(Data::Bytes(
-                BASE64
-                    .decode(s.as_bytes())
-                    .map_err(|e| format!("bytes payload is not base64: {e}"))?,
-            ))
+    let data = match payload.as_bytes().first() {
+        // The only JSON value that starts with `n`.
+        Some(b'n') => None,
+        Some(b'"') => {
+            let s: String =
+                serde_json::from_str(payload).map_err(|e| format!("not valid JSON ({e})"))?;
+            if schema_type.as_deref() == Some("bytes") {
+                Some(Data::Bytes(
+                    BASE64
+                        .decode(s.as_bytes())
+                        .map_err(|e| format!("bytes payload is not base64: {e}"))?,
+                ))
+            } else {
+                Some(Data::Text(s))
+            }
         }
-        serde_json::Value::String(s) => Some(Data::Text(s)),
-        other => Some(Data::Json(other.to_string())),
+        _ if payload
+            .bytes()
+            .any(|b| matches!(b, b' ' | b'\n' | b'\r' | b'\t')) =>
+        {
+            let value: serde_json::Value =
+                serde_json::from_str(payload).map_err(|e| format!("not valid JSON ({e})"))?;
+            Some(Data::Json(value.to_string()))
+        }
+        _ => Some(Data::Json(payload.to_owned())),
     };
-    Ok(Converted::Built { data, schema })
+    Ok(Converted::Built {
+        data,
+        schema: schema.map(str::to_owned),
+    })
 }
 
 fn envelope_error() -> String {
@@ -569,6 +600,53 @@ mod tests {
         );
         let err = c.from_kafka(Some(br#"{"id":1}"#)).unwrap_err();
         assert!(err.contains("schemas.enable"), "{err}");
+    }
+
+    #[test]
+    fn json_from_kafka_passes_documents_on_as_written_and_checks_the_schema() {
+        let c = Converter::Json { schemas: true };
+        let built = |bytes: &'static [u8]| c.from_kafka_ref(Some(bytes)).unwrap();
+        // Compact documents as written (numbers keep their text); whitespace dropped.
+        let compact = built(
+            br#"{"schema":{"type":"struct","fields":[]},"payload":{"b":1.50,"a":[true,null]}}"#,
+        );
+        assert_eq!(
+            compact.as_data_ref(),
+            Some(DataRef::Json(r#"{"b":1.50,"a":[true,null]}"#))
+        );
+        assert_eq!(compact.schema(), Some(r#"{"type":"struct","fields":[]}"#));
+        let spaced = built(b"{\"schema\": null, \"payload\": {\"a\": [1, 2]}\n}");
+        assert_eq!(spaced.as_data_ref(), Some(DataRef::Json(r#"{"a":[1,2]}"#)));
+        assert_eq!(spaced.schema(), None);
+        // Strings are unescaped; a bytes schema decodes base64; null is null.
+        let text = built(br#"{"schema":{"type":"string"},"payload":"a\"b\u00e9"}"#);
+        assert_eq!(text.as_data_ref(), Some(DataRef::Text("a\"bé")));
+        let raw = built(br#"{"schema":{"type":"bytes"},"payload":"AP8="}"#);
+        assert_eq!(raw.as_data_ref(), Some(DataRef::Bytes(&[0, 255])));
+        assert_eq!(
+            built(br#"{"schema":null,"payload":null}"#).as_data_ref(),
+            None
+        );
+        // A schema that is not an object with a string type, invalid JSON: errors that say so.
+        for bad in [
+            &br#"{"schema":"int32","payload":1}"#[..],
+            br#"{"schema":{"type":7},"payload":1}"#,
+        ] {
+            let err = c.from_kafka_ref(Some(bad)).unwrap_err();
+            assert!(err.contains("not a Kafka Connect schema"), "{err}");
+        }
+        let err = c
+            .from_kafka_ref(Some(br#"{"schema":null,"payload":{"a":}}"#))
+            .unwrap_err();
+        assert!(err.contains("not valid JSON"), "{err}");
+        let plain = Converter::Json { schemas: false };
+        assert_eq!(
+            plain
+                .from_kafka_ref(Some(b" {\"a\":1} "))
+                .unwrap()
+                .as_data_ref(),
+            Some(DataRef::Json(r#"{"a":1}"#))
+        );
     }
 
     #[test]

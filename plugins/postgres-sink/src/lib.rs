@@ -137,12 +137,31 @@ struct Row {
     values: Vec<Option<String>>,
 }
 
+/// The layout of the previous record of the current `put`, by where its schemas' text lies in
+/// the batch: the host writes a schema equal to the record before's as the same span, so a run
+/// of records with one schema finds its layout without comparing the schemas' text. Valid only
+/// within one `put` (the batch's bytes do not move while it runs; the next batch may put other
+/// text at the same addresses), so `put` clears it at its start.
+struct LastLayout {
+    topic: String,
+    key: Option<(usize, usize)>,
+    value: Option<(usize, usize)>,
+    layout: Rc<Layout>,
+}
+
+/// Where a text lies: its address and length.
+fn address(text: Option<&str>) -> Option<(usize, usize)> {
+    text.map(|t| (t.as_ptr() as usize, t.len()))
+}
+
 /// One task: writes each batch in one transaction.
 pub struct PostgresSinkTask {
     settings: Settings,
     client: Option<Client>,
     /// Layouts by (topic, key schema, value schema).
     layouts: Vec<(LayoutKey, Rc<Layout>)>,
+    /// The layout of the previous record of this `put`.
+    last: Option<LastLayout>,
     /// The columns of the tables this task has seen (by quoted name).
     tables: HashMap<String, HashSet<String>>,
 }
@@ -154,6 +173,7 @@ impl SinkTask for PostgresSinkTask {
             settings,
             client: None,
             layouts: Vec::new(),
+            last: None,
             tables: HashMap::new(),
         };
         task.client()?;
@@ -163,6 +183,7 @@ impl SinkTask for PostgresSinkTask {
     fn put(&mut self, records: &SinkRecords) -> Result<Vec<RecordFailure>> {
         let mut failures = Vec::new();
         let mut rows = Vec::with_capacity(records.len());
+        self.last = None;
         for record in records {
             match self.row(&record) {
                 Ok(Some(row)) => rows.push(row),
@@ -174,6 +195,7 @@ impl SinkTask for PostgresSinkTask {
                 Err(RowError::Task(e)) => return Err(e),
             }
         }
+        self.last = None;
         if rows.is_empty() {
             return Ok(failures);
         }
@@ -273,6 +295,31 @@ impl PostgresSinkTask {
     /// The layout of a record of `topic` with these schemas, made (and its table made ready)
     /// the first time.
     fn layout(
+        &mut self,
+        topic: &str,
+        key_schema: Option<&str>,
+        value_schema: Option<&str>,
+    ) -> std::result::Result<Rc<Layout>, RowError> {
+        let (key, value) = (address(key_schema), address(value_schema));
+        if let Some(last) = &self.last
+            && last.key == key
+            && last.value == value
+            && last.topic == topic
+        {
+            return Ok(last.layout.clone());
+        }
+        let layout = self.find_layout(topic, key_schema, value_schema)?;
+        self.last = Some(LastLayout {
+            topic: topic.to_owned(),
+            key,
+            value,
+            layout: layout.clone(),
+        });
+        Ok(layout)
+    }
+
+    /// The layout of a record of `topic` with these schemas, from those seen before or made.
+    fn find_layout(
         &mut self,
         topic: &str,
         key_schema: Option<&str>,
