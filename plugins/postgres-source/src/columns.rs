@@ -173,8 +173,15 @@ pub fn struct_schema(fields: &[String], name: Option<&str>) -> String {
 
 /// Standard base64 with padding (what Connect's JSON converter writes for bytes).
 pub fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    base64_into(bytes, &mut out);
+    out
+}
+
+/// [`base64`], appended to `out`.
+pub fn base64_into(bytes: &[u8], out: &mut String) {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    out.reserve(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let b = [
             chunk[0],
@@ -190,7 +197,97 @@ pub fn base64(bytes: &[u8]) -> String {
             }
         }
     }
-    out
+}
+
+/// `text` as a JSON string appended to `out`, escaped exactly as `serde_json` writes it (`"`
+/// and `\\`, the short forms `\b \t \n \f \r`, other control characters as `\u00xx`), so
+/// the records are the same bytes whichever way they were made.
+pub fn json_string_into(text: &str, out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push('"');
+    let mut start = 0;
+    for (i, byte) in text.bytes().enumerate() {
+        let short = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            b'\t' => "\\t",
+            b'\n' => "\\n",
+            0x0c => "\\f",
+            b'\r' => "\\r",
+            0..0x20 => "",
+            _ => continue,
+        };
+        out.push_str(&text[start..i]);
+        if short.is_empty() {
+            out.push_str("\\u00");
+            out.push(HEX[usize::from(byte >> 4)] as char);
+            out.push(HEX[usize::from(byte & 15)] as char);
+        } else {
+            out.push_str(short);
+        }
+        start = i + 1;
+    }
+    out.push_str(&text[start..]);
+    out.push('"');
+}
+
+impl Kind {
+    /// The JSON payload of a text value of this kind, appended to `out`: the text of
+    /// [`Kind::payload`]'s value, written without building it for the common kinds.
+    pub fn write_payload(self, text: &str, out: &mut String) -> Result<(), String> {
+        let bad = || format!("cannot read {text:?} as {self:?}");
+        match self {
+            Kind::Int16 | Kind::Int32 | Kind::Int64 => {
+                let n: i64 = text.parse().map_err(|_| bad())?;
+                out.push_str(itoa(n, &mut [0; 20]));
+            }
+            Kind::Decimal(scale) => {
+                let bytes = values::decimal_unscaled_bytes(text, scale).ok_or_else(|| {
+                    format!("cannot carry {text:?} as a Decimal of scale {scale} (NaN and infinities have no Decimal form)")
+                })?;
+                out.push('"');
+                base64_into(&bytes, out);
+                out.push('"');
+            }
+            Kind::Boolean => out.push_str(match text {
+                "t" | "true" => "true",
+                "f" | "false" => "false",
+                _ => return Err(bad()),
+            }),
+            Kind::Timestamp => {
+                let micros = values::parse_timestamp_micros(text).ok_or_else(bad)?;
+                let ms = match micros {
+                    i64::MAX | i64::MIN => micros,
+                    _ => micros.div_euclid(1000),
+                };
+                out.push_str(itoa(ms, &mut [0; 20]));
+            }
+            Kind::Text => json_string_into(text, out),
+            _ => out.push_str(&self.payload(text)?.to_string()),
+        }
+        Ok(())
+    }
+}
+
+/// `n` in decimal, written into `buf` (without the formatting machinery: this is per value).
+pub fn itoa(n: i64, buf: &mut [u8; 20]) -> &str {
+    let mut rest = n.unsigned_abs();
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        // i64::MIN has 19 digits: there is room for the sign.
+        at -= 1;
+        buf[at] = b'-';
+    }
+    std::str::from_utf8(&buf[at..]).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -266,6 +363,45 @@ mod tests {
         );
         let parsed: Value = wasm_connect_sdk::serde_json::from_str(&schema).unwrap();
         assert_eq!(parsed["fields"][0]["field"], "a\"b");
+    }
+
+    #[test]
+    fn written_payloads_are_serde_json_s_text() {
+        let cases: &[(Kind, &str)] = &[
+            (Kind::Int16, "-32768"),
+            (Kind::Int32, "0"),
+            (Kind::Int64, "-9223372036854775808"),
+            (Kind::Int64, "9223372036854775807"),
+            (Kind::Decimal(2), "-1234.50"),
+            (Kind::Boolean, "t"),
+            (Kind::Boolean, "f"),
+            (Kind::Timestamp, "2026-12-07 21:06:11.123456"),
+            (Kind::Timestamp, "1969-12-31 23:59:59.9995"),
+            (Kind::Timestamp, "infinity"),
+            (Kind::Text, "plain"),
+            (
+                Kind::Text,
+                "q\"b\\ \u{8}\t\n\u{c}\r\u{1}\u{1f}\u{7f} é 😀 /",
+            ),
+            (Kind::Float64, "1.5"),
+            (Kind::Date, "2026-12-07"),
+        ];
+        for &(kind, text) in cases {
+            let mut out = String::from("[");
+            kind.write_payload(text, &mut out).unwrap();
+            assert_eq!(
+                out[1..],
+                kind.payload(text).unwrap().to_string(),
+                "{kind:?} {text:?}"
+            );
+        }
+        for (kind, text) in [
+            (Kind::Int32, "x"),
+            (Kind::Boolean, "yes"),
+            (Kind::Decimal(2), "NaN"),
+        ] {
+            assert!(kind.write_payload(text, &mut String::new()).is_err());
+        }
     }
 
     #[test]

@@ -25,10 +25,11 @@ use std::time::Instant;
 
 use wasm_connect_postgres_wire::connector::{self, db_error, validate_login};
 use wasm_connect_postgres_wire::{Client, Error as DbError, QueryResult, quote_ident, values};
-use wasm_connect_sdk::serde_json::{self, Map, Value, json};
+use wasm_connect_sdk::serde_json::{self, Value, json};
 use wasm_connect_sdk::{
-    Config, ConfigError, Connector, Data, Error, MonitorReport, Result, SourceConnector,
-    SourceRecord, SourceTask, Spec, export_source_connector, log, read_offsets, split_evenly,
+    Config, ConfigError, Connector, DataRef, Error, MonitorReport, Result, SourceBatch,
+    SourceConnector, SourceRecordRef, SourceTask, Spec, export_source_connector, log, read_offsets,
+    split_evenly,
 };
 
 use columns::Kind;
@@ -227,9 +228,38 @@ struct Position {
 }
 
 impl Position {
+    /// The text of [`Position::offset`] written into `out` (cleared first), without building
+    /// the object: keys in name order, as the object's text has them.
+    fn write_offset(&self, mode: Mode, out: &mut String) {
+        out.clear();
+        out.push('{');
+        let field = |out: &mut String, name: &str, n: i64| {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push('"');
+            out.push_str(name);
+            out.push_str("\":");
+            out.push_str(columns::itoa(n, &mut [0; 20]));
+        };
+        if let (true, Some(id)) = (mode.increments(), self.id) {
+            field(out, "incrementing", id);
+        }
+        if mode == Mode::Bulk {
+            // (Passes count from 0 and stay far below i64::MAX.)
+            field(out, "pass", self.pass.min(i64::MAX as u64) as i64);
+        }
+        if let (true, Some(micros)) = (mode.timestamps(), self.micros) {
+            field(out, "timestamp", micros.div_euclid(1000));
+            field(out, "timestamp_nanos", micros.rem_euclid(1_000_000) * 1000);
+        }
+        out.push('}');
+    }
+
     /// The offset, in Kafka Connect JDBC source's form.
+    #[cfg(test)]
     fn offset(&self, mode: Mode) -> Value {
-        let mut offset = Map::new();
+        let mut offset = serde_json::Map::new();
         if mode == Mode::Bulk {
             offset.insert("pass".into(), json!(self.pass));
         }
@@ -285,6 +315,11 @@ struct TableReader {
     key_schema: String,
     /// Indexes (in `columns`) of the primary key's columns, in key order.
     key: Vec<usize>,
+    /// The value's fields in the order its payload lists them (by name, as a JSON object of
+    /// the SDK keeps its keys), each with its `"name":` text.
+    value_fields: Vec<(usize, String)>,
+    /// The key's fields likewise.
+    key_fields: Vec<(usize, String)>,
     /// Index of the incrementing column.
     id_column: Option<usize>,
     /// Indexes of the timestamp columns, in order of preference.
@@ -397,6 +432,20 @@ impl TableReader {
         let value_schema = columns::struct_schema(&value_fields, Some(&name.table));
         let key_fields: Vec<String> = key.iter().map(|i| field(&columns[*i])).collect();
         let key_schema = columns::struct_schema(&key_fields, None);
+        let payload_fields = |indexes: &mut dyn Iterator<Item = usize>| {
+            let mut fields: Vec<(usize, String)> = indexes
+                .map(|i| {
+                    let mut name = String::new();
+                    columns::json_string_into(&columns[i].name, &mut name);
+                    name.push(':');
+                    (i, name)
+                })
+                .collect();
+            fields.sort_by(|a, b| columns[a.0].name.cmp(&columns[b.0].name));
+            fields
+        };
+        let value_fields = payload_fields(&mut (0..columns.len()));
+        let key_fields = payload_fields(&mut key.iter().copied());
         Ok(TableReader {
             topic: format!("{}{}", settings.topic_prefix, name.table),
             partition_text: partition.to_string(),
@@ -406,6 +455,8 @@ impl TableReader {
             value_schema,
             key_schema,
             key,
+            value_fields,
+            key_fields,
             id_column,
             ts_columns,
             position: Position::default(),
@@ -586,51 +637,66 @@ impl TableReader {
             .and_then(values::parse_timestamp_micros)
     }
 
-    /// The record of a row.
-    fn record(
+    /// Add the record of a row to `batch`, its texts made in `texts`.
+    fn push_record(
         &self,
         row: &[Option<String>],
         position: &Position,
         mode: Mode,
-    ) -> Result<SourceRecord> {
-        let value = |i: usize| -> Result<Value> {
-            match &row[i] {
-                None => Ok(Value::Null),
-                Some(text) => self.columns[i].kind.payload(text).map_err(|e| {
-                    Error::fatal(format!(
-                        "table {}, column {}: {e}",
-                        self.name.dotted(),
-                        self.columns[i].name
-                    ))
-                }),
+        texts: &mut Texts,
+        batch: &mut SourceBatch,
+    ) -> Result<()> {
+        let object = |fields: &[(usize, String)], out: &mut String| -> Result<()> {
+            out.clear();
+            out.push('{');
+            for (n, (i, name)) in fields.iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                out.push_str(name);
+                match &row[*i] {
+                    None => out.push_str("null"),
+                    Some(text) => self.columns[*i]
+                        .kind
+                        .write_payload(text, out)
+                        .map_err(|e| {
+                            Error::fatal(format!(
+                                "table {}, column {}: {e}",
+                                self.name.dotted(),
+                                self.columns[*i].name
+                            ))
+                        })?,
+                }
             }
+            out.push('}');
+            Ok(())
         };
-        let mut object = Map::new();
-        for (i, column) in self.columns.iter().enumerate() {
-            object.insert(column.name.clone(), value(i)?);
-        }
-        let mut record = SourceRecord {
-            topic: Some(self.topic.clone()),
-            partition: None,
-            key: None,
-            value: Some(Data::Json(Value::Object(object).to_string())),
-            headers: Vec::new(),
-            timestamp: None,
-            source_partition: self.partition_text.clone(),
-            source_offset: position.offset(mode).to_string(),
-            key_schema: None,
-            value_schema: Some(self.value_schema.clone()),
-        };
+        object(&self.value_fields, &mut texts.value)?;
+        position.write_offset(mode, &mut texts.offset);
+        let mut record = SourceRecordRef::new(
+            &self.partition_text,
+            &texts.offset,
+            DataRef::Json(&texts.value),
+        )
+        .with_topic(&self.topic)
+        .with_value_schema(&self.value_schema);
         if !self.key.is_empty() {
-            let mut key = Map::new();
-            for i in &self.key {
-                key.insert(self.columns[*i].name.clone(), value(*i)?);
-            }
-            record = record.with_key(Data::Json(Value::Object(key).to_string()));
-            record.key_schema = Some(self.key_schema.clone());
+            object(&self.key_fields, &mut texts.key)?;
+            record = record
+                .with_key(DataRef::Json(&texts.key))
+                .with_key_schema(&self.key_schema);
         }
-        Ok(record)
+        batch.push_ref(record)
     }
+}
+
+/// The texts of the record being made, kept from record to record so that their buffers are
+/// reused.
+#[derive(Default)]
+struct Texts {
+    value: String,
+    key: String,
+    offset: String,
 }
 
 /// One task: reads its tables in turn.
@@ -640,6 +706,7 @@ pub struct PostgresSourceTask {
     tables: Vec<TableReader>,
     /// The table the next poll starts with (so that every table gets its turn).
     turn: usize,
+    texts: Texts,
 }
 
 impl SourceTask for PostgresSourceTask {
@@ -676,14 +743,15 @@ impl SourceTask for PostgresSourceTask {
             client: Some(client),
             tables,
             turn: 0,
+            texts: Texts::default(),
         })
     }
 
-    fn poll(&mut self, max_records: u32) -> Result<Vec<SourceRecord>> {
-        let mut records = Vec::new();
+    fn poll_into(&mut self, max_records: u32, batch: &mut SourceBatch) -> Result<()> {
+        let mut records = 0;
         let count = self.tables.len();
         for step in 0..count {
-            if records.len() >= max_records as usize {
+            if records >= max_records {
                 break;
             }
             let i = (self.turn + step) % count;
@@ -721,15 +789,16 @@ impl SourceTask for PostgresSourceTask {
             }
             let mode = self.settings.mode;
             let table = &mut self.tables[i];
-            while records.len() < max_records as usize {
+            while records < max_records {
                 let Some((row, position)) = table.pending.pop_front() else {
                     break;
                 };
-                records.push(table.record(&row, &position, mode)?);
+                table.push_record(&row, &position, mode, &mut self.texts, batch)?;
+                records += 1;
             }
         }
         self.turn = (self.turn + 1) % count.max(1);
-        Ok(records)
+        Ok(())
     }
 
     fn stop(&mut self) {
@@ -752,6 +821,39 @@ mod tests {
         assert_eq!(sizes, vec![2, 2, 1]);
         assert_eq!(split_evenly(&tables[..3], 10).len(), 3);
         assert!(split_evenly::<&str>(&[], 3).is_empty());
+    }
+
+    #[test]
+    fn written_offsets_are_the_offsets_text() {
+        let positions = [
+            Position::default(),
+            Position {
+                id: Some(-3),
+                micros: Some(-1_500),
+                pass: 7,
+            },
+            Position {
+                id: Some(i64::MAX),
+                micros: Some(1_765_000_000_123_456),
+                pass: 0,
+            },
+        ];
+        let mut out = String::new();
+        for position in positions {
+            for mode in [
+                Mode::Bulk,
+                Mode::Incrementing,
+                Mode::Timestamp,
+                Mode::TimestampIncrementing,
+            ] {
+                position.write_offset(mode, &mut out);
+                assert_eq!(
+                    out,
+                    position.offset(mode).to_string(),
+                    "{position:?} {mode:?}"
+                );
+            }
+        }
     }
 
     #[test]
