@@ -157,6 +157,23 @@ async fn listen(
     (addr, serving)
 }
 
+/// The trace of connector `name`'s task 0 once it has failed (within a minute).
+async fn failed_trace(url: &str, name: &str, worker: &Worker) -> String {
+    let started = Instant::now();
+    loop {
+        let status = task_status(url, name, 0).await;
+        if status["state"] == "FAILED" {
+            return status["trace"].as_str().unwrap_or_default().to_owned();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{status}\n{}",
+            worker.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn good_records_arrive_once_through_failures_and_the_refused_one_is_dead_lettered() {
     let tls = std::path::PathBuf::from(&kafka::secured()["TLS_DIR"]);
@@ -262,22 +279,22 @@ async fn good_records_arrive_once_through_failures_and_the_refused_one_is_dead_l
         create(&url, "untrusted", config(false, &other)).await,
         reqwest::StatusCode::CREATED
     );
-    let started = Instant::now();
-    let status = loop {
-        let status = task_status(&url, "untrusted", 0).await;
-        if status["state"] == "FAILED" {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{status}\n{}",
-            worker.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    let trace = status["trace"].as_str().unwrap_or_default();
+    let trace = failed_trace(&url, "untrusted", &worker).await;
     assert!(
         trace.contains("TLS") && trace.contains("sandbox.http.tls.ca.location"),
+        "{trace}"
+    );
+    // A URL outside the grant: refused by the worker, and the task fails at once (retrying
+    // cannot cure it), saying what to grant.
+    let mut ungranted = config(true, &other);
+    ungranted["sandbox.http.allow"] = json!(format!("https://localhost:{}/elsewhere", addr.port()));
+    assert_eq!(
+        create(&url, "ungranted", ungranted).await,
+        reqwest::StatusCode::CREATED
+    );
+    let trace = failed_trace(&url, "ungranted", &worker).await;
+    assert!(
+        trace.contains("refused a request") && trace.contains("sandbox.http.allow"),
         "{trace}"
     );
     assert!(

@@ -588,15 +588,15 @@ impl rdkafka::producer::ProducerContext for Acks {
     }
 }
 
-/// The value's payload as `postgres-source` writes it (fields in name order, as its JSON
-/// objects keep them).
+/// The value's payload as `postgres-source` writes it (fields in column order, as the schema
+/// and Kafka Connect's JsonConverter list them).
 #[derive(Serialize)]
 struct Payload<'a> {
-    active: bool,
-    amount: String,
-    created_at: i64,
     id: i64,
     name: &'a str,
+    amount: String,
+    active: bool,
+    created_at: i64,
     note: Option<&'a str>,
 }
 

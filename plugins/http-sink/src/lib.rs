@@ -260,6 +260,14 @@ impl HttpSinkTask {
             Err(code) => return failed(&url, &code),
         };
         if let Err(why) = write_body(&outgoing, &body) {
+            // The body's stream closes when the request failed: a refusal of the worker's
+            // grant (fatal) or a broken connection (passing) says which in the answer, which
+            // comes once the unfinished body is dropped.
+            drop(outgoing);
+            future.subscribe().block();
+            if let Some(Ok(Err(code))) = future.get() {
+                return failed(&url, &code);
+            }
             return Outcome::Passing {
                 why: format!("sending to {url} failed: {why}"),
                 after: None,

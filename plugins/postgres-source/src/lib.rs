@@ -315,10 +315,11 @@ struct TableReader {
     key_schema: String,
     /// Indexes (in `columns`) of the primary key's columns, in key order.
     key: Vec<usize>,
-    /// The value's fields in the order its payload lists them (by name, as a JSON object of
-    /// the SDK keeps its keys), each with its `"name":` text.
+    /// The value's fields in the order its payload lists them (the schema's: the table's
+    /// column order, as Kafka Connect's JsonConverter writes a struct), each with its `"name":`
+    /// text.
     value_fields: Vec<(usize, String)>,
-    /// The key's fields likewise.
+    /// The key's fields likewise (the primary key's order).
     key_fields: Vec<(usize, String)>,
     /// Index of the incrementing column.
     id_column: Option<usize>,
@@ -432,17 +433,15 @@ impl TableReader {
         let value_schema = columns::struct_schema(&value_fields, Some(&name.table));
         let key_fields: Vec<String> = key.iter().map(|i| field(&columns[*i])).collect();
         let key_schema = columns::struct_schema(&key_fields, None);
-        let payload_fields = |indexes: &mut dyn Iterator<Item = usize>| {
-            let mut fields: Vec<(usize, String)> = indexes
+        let payload_fields = |indexes: &mut dyn Iterator<Item = usize>| -> Vec<(usize, String)> {
+            indexes
                 .map(|i| {
                     let mut name = String::new();
                     columns::json_string_into(&columns[i].name, &mut name);
                     name.push(':');
                     (i, name)
                 })
-                .collect();
-            fields.sort_by(|a, b| columns[a.0].name.cmp(&columns[b.0].name));
-            fields
+                .collect()
         };
         let value_fields = payload_fields(&mut (0..columns.len()));
         let key_fields = payload_fields(&mut key.iter().copied());
