@@ -511,7 +511,8 @@ impl Env {
         self.spawn_wasm_connect(&worker, &[connector], dir)
     }
 
-    fn spawn_wasm_connect(
+    /// Start wasm-connect standalone in `dir` with `worker`'s settings and `connectors`.
+    pub fn spawn_wasm_connect(
         &self,
         worker: &Path,
         connectors: &[PathBuf],
