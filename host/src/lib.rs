@@ -34,4 +34,5 @@ pub mod rest;
 pub mod sandbox;
 pub mod storage;
 pub mod task;
+pub mod transform;
 pub mod worker;

@@ -1,0 +1,273 @@
+//! The record a transform chain works on: Connect's `ConnectRecord` fields, with the key and
+//! value kept as they came (borrowed from the polled batch or the converter's output) until a
+//! transform asks for their structure, and written back only if one changed them. A chain of
+//! routing, header and predicate transforms never parses a key or value.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use super::data::{Schema, SchemaRef, Type, Value};
+use super::json;
+use crate::sandbox::DataRef;
+use crate::sandbox::wit::types::Data;
+
+/// A header: key and value bytes (`None`: null), as Kafka stores them.
+pub type Header<'a> = (Cow<'a, str>, Option<Cow<'a, [u8]>>);
+
+/// One record in a chain.
+#[derive(Debug, Clone)]
+pub struct Record<'a> {
+    pub topic: Cow<'a, str>,
+    pub partition: Option<i32>,
+    /// The record's offset: sink records only (InsertField's `offset.field`).
+    pub offset: Option<i64>,
+    pub timestamp: Option<i64>,
+    pub key: Side<'a>,
+    pub value: Side<'a>,
+    pub headers: Vec<Header<'a>>,
+}
+
+/// A key or value.
+#[derive(Debug, Clone)]
+pub enum Side<'a> {
+    /// As given: the data (`None`: null) and its schema (JsonConverter's schema JSON), if any.
+    Raw {
+        data: Option<DataRef<'a>>,
+        schema: Option<&'a str>,
+    },
+    /// In the data model (a transform read or changed it).
+    Parsed {
+        schema: Option<SchemaRef>,
+        value: Value,
+    },
+    /// Written back after a change ([`Side::write`]).
+    Written {
+        data: Option<Data>,
+        schema: Option<String>,
+    },
+}
+
+/// A transform's failure: Connect's exception class and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransformError {
+    /// `DataException`, `IllegalArgumentException`, ...
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl TransformError {
+    /// A `DataException`, what Connect's transforms throw for data they cannot handle.
+    pub fn data(message: impl Into<String>) -> Self {
+        Self {
+            kind: "DataException",
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for TransformError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+/// The last schema texts parsed and their schemas: the records of a batch mostly share their
+/// schemas, which are then parsed once.
+#[derive(Debug, Default)]
+pub struct SchemaCache {
+    entries: Vec<(String, SchemaRef)>,
+}
+
+const CACHED_SCHEMAS: usize = 8;
+
+impl SchemaCache {
+    fn get(&mut self, text: &str) -> Result<SchemaRef, TransformError> {
+        if let Some((_, schema)) = self.entries.iter().find(|(t, _)| t == text) {
+            return Ok(Arc::clone(schema));
+        }
+        let schema = Arc::new(parse_schema(text)?);
+        if self.entries.len() == CACHED_SCHEMAS {
+            self.entries.remove(0);
+        }
+        self.entries.push((text.to_owned(), Arc::clone(&schema)));
+        Ok(schema)
+    }
+}
+
+fn parse_schema(text: &str) -> Result<Schema, TransformError> {
+    let json: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| TransformError::data(format!("the schema is not JSON: {e}")))?;
+    json::schema_from_json(&json).map_err(TransformError::data)
+}
+
+/// The schema Connect's converters give data without one: the string converter's optional
+/// string, the byte array converter's optional bytes.
+fn implied_schema(data: &DataRef<'_>) -> Option<SchemaRef> {
+    match data {
+        DataRef::Text(_) => Some(Arc::new(Schema::of(Type::String).optional(true))),
+        DataRef::Bytes(_) => Some(Arc::new(Schema::of(Type::Bytes).optional(true))),
+        DataRef::Json(_) => None,
+    }
+}
+
+impl<'a> Side<'a> {
+    /// A side as given.
+    pub fn raw(data: Option<DataRef<'a>>, schema: Option<&'a str>) -> Self {
+        Side::Raw { data, schema }
+    }
+
+    /// Whether it is null (Connect's `key() == null` / `value() == null`), without parsing.
+    pub fn is_null(&self) -> bool {
+        match self {
+            Side::Raw { data, .. } => data.is_none(),
+            Side::Parsed { value, .. } => value.is_null(),
+            Side::Written { data, .. } => data.is_none(),
+        }
+    }
+
+    /// Parse it into the data model (once), with `cache` for its schema.
+    pub fn parse(&mut self, cache: &mut SchemaCache) -> Result<(), TransformError> {
+        let parsed = match self {
+            Side::Parsed { .. } => return Ok(()),
+            Side::Raw { data, schema } => parse_data(*data, *schema, cache)?,
+            Side::Written { data, schema } => {
+                parse_data(data.as_ref().map(DataRef::from), schema.as_deref(), cache)?
+            }
+        };
+        *self = Side::Parsed {
+            schema: parsed.0,
+            value: parsed.1,
+        };
+        Ok(())
+    }
+
+    /// The schema and value (parsed now if need be, without a cache).
+    pub fn get(&mut self) -> Result<(Option<&SchemaRef>, &Value), TransformError> {
+        self.parse(&mut SchemaCache::default())?;
+        match self {
+            Side::Parsed { schema, value } => Ok((schema.as_ref(), value)),
+            _ => Err(TransformError::data("worker bug: a side not parsed")),
+        }
+    }
+
+    /// Replace it.
+    pub fn set(&mut self, schema: Option<SchemaRef>, value: Value) {
+        *self = Side::Parsed { schema, value };
+    }
+
+    /// Write a parsed side back as data and schema text, as JsonConverter would give them to
+    /// a plugin: strings as text, bytes as bytes, the rest as JSON; a null with a schema
+    /// default becomes the default.
+    pub fn write(&mut self) -> Result<(), TransformError> {
+        let Side::Parsed { schema, value } = self else {
+            return Ok(());
+        };
+        let schema_text = schema
+            .as_deref()
+            .map(|s| json::schema_to_json(s).map(|j| j.to_string()))
+            .transpose()
+            .map_err(TransformError::data)?;
+        let data = match (schema.as_deref(), &*value) {
+            (_, Value::Null) => match schema.as_deref().and_then(|s| s.default.as_ref()) {
+                Some(default) => Some(Data::Json(
+                    json::to_json(schema.as_deref(), default)
+                        .map_err(TransformError::data)?
+                        .to_string(),
+                )),
+                None => {
+                    if let Some(s) = schema.as_deref()
+                        && !s.optional
+                    {
+                        return Err(TransformError::data(
+                            "Conversion error: null value for field that is required and has no default value",
+                        ));
+                    }
+                    None
+                }
+            },
+            (Some(s), Value::String(text)) if s.kind == Type::String && s.name.is_none() => {
+                Some(Data::Text(text.clone()))
+            }
+            (None, Value::String(text)) => Some(Data::Text(text.clone())),
+            (Some(s), Value::Bytes(bytes)) if s.kind == Type::Bytes && s.name.is_none() => {
+                Some(Data::Bytes(bytes.clone()))
+            }
+            (None, Value::Bytes(bytes)) => Some(Data::Bytes(bytes.clone())),
+            (schema, value) => Some(Data::Json(
+                json::to_json(schema, value)
+                    .map_err(TransformError::data)?
+                    .to_string(),
+            )),
+        };
+        *self = Side::Written {
+            data,
+            schema: schema_text,
+        };
+        Ok(())
+    }
+
+    /// The data to send and its schema text, borrowed (after [`Side::write`]).
+    pub fn data_ref(&self) -> (Option<DataRef<'_>>, Option<&str>) {
+        match self {
+            Side::Raw { data, schema } => (*data, *schema),
+            Side::Written { data, schema } => (data.as_ref().map(DataRef::from), schema.as_deref()),
+            // Not written: callers write every side first.
+            Side::Parsed { .. } => (None, None),
+        }
+    }
+
+    /// The side as JsonConverter (schemas enabled) would write it: `{"schema", "payload"}`,
+    /// or `None` for a null without a schema (tests compare this with Kafka Connect's).
+    pub fn to_envelope(&mut self) -> Result<Option<serde_json::Value>, TransformError> {
+        let (schema, value) = self.get()?;
+        if schema.is_none() && value.is_null() {
+            return Ok(None);
+        }
+        let payload = json::to_json(schema.map(|s| &**s), value).map_err(TransformError::data)?;
+        let schema = schema
+            .map(|s| json::schema_to_json(s))
+            .transpose()
+            .map_err(TransformError::data)?;
+        Ok(Some(serde_json::json!({
+            "schema": schema.unwrap_or(serde_json::Value::Null),
+            "payload": payload,
+        })))
+    }
+}
+
+/// The data model of plugin data and its schema text: with a schema, JsonConverter's reading
+/// of the data as JSON under it; without, text and bytes as the string and byte array
+/// converters give them and JSON as schemaless data.
+fn parse_data(
+    data: Option<DataRef<'_>>,
+    schema: Option<&str>,
+    cache: &mut SchemaCache,
+) -> Result<(Option<SchemaRef>, Value), TransformError> {
+    let Some(data) = data else {
+        return Ok((schema.map(|s| cache.get(s)).transpose()?, Value::Null));
+    };
+    let json = match data {
+        DataRef::Json(text) => serde_json::from_str(text)
+            .map_err(|e| TransformError::data(format!("the data is not JSON: {e}")))?,
+        DataRef::Text(text) => serde_json::Value::String(text.to_owned()),
+        DataRef::Bytes(bytes) => {
+            use base64::Engine as _;
+            serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
+        }
+    };
+    match schema {
+        Some(text) => {
+            let schema = cache.get(text)?;
+            let value = json::to_connect(Some(&schema), &json).map_err(TransformError::data)?;
+            Ok((Some(schema), value))
+        }
+        None => match data {
+            DataRef::Text(text) => Ok((implied_schema(&data), Value::String(text.to_owned()))),
+            DataRef::Bytes(bytes) => Ok((implied_schema(&data), Value::Bytes(bytes.to_vec()))),
+            DataRef::Json(_) => Ok((
+                None,
+                json::to_connect(None, &json).map_err(TransformError::data)?,
+            )),
+        },
+    }
+}
