@@ -4,30 +4,15 @@
 //! records the broker rejects); under `none` it fails the task with a trace naming the record.
 
 use std::fs;
-use std::path::Path;
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use wasm_connect_tests::kafka::{
-    self, Consumed, committed_offset, consume, create_topic, create_topic_with, produce,
-    unique_topic,
+    Consumed, committed_offset, consume, create_topic, create_topic_with, produce, unique_topic,
 };
-use wasm_connect_tests::plugins_with;
 use wasm_connect_tests::rest::{block, create, get, task_metrics, wait_for_state};
-use wasm_connect_tests::worker::{Worker, eventually, lines};
-
-fn start(dir: &Path, first_party: &[&str], test: &[&str]) -> (Worker, String) {
-    let plugins = plugins_with(dir, first_party, test);
-    let settings = vec![
-        ("bootstrap.servers", kafka::bootstrap()),
-        ("plugin.path", plugins.display().to_string()),
-        ("offset.flush.interval.ms", "200".to_owned()),
-    ];
-    let mut worker = Worker::start(dir, &settings, &[]);
-    let url = worker.rest_url(Duration::from_secs(120));
-    (worker, url)
-}
+use wasm_connect_tests::worker::{eventually, lines, start_with_plugins as start};
 
 /// Merge `extra` into `base` (both JSON objects).
 fn with(base: &Value, extra: Value) -> Value {

@@ -464,6 +464,93 @@ async fn every_endpoint_over_http_with_its_error_cases() {
         )
         .await;
     assert_eq!(ok["error_count"], 0, "{ok}");
+    // Transforms: listed as Kafka Connect lists them, their options shown, and a bad chain's
+    // every problem reported under its key.
+    for (class, kind) in [
+        (
+            "org.apache.kafka.connect.transforms.RegexRouter",
+            "transformation",
+        ),
+        (
+            "org.apache.kafka.connect.transforms.InsertField$Value",
+            "transformation",
+        ),
+        (
+            "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+            "predicate",
+        ),
+    ] {
+        assert!(
+            all.as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["class"] == class && p["type"] == kind),
+            "{class} in {all}"
+        );
+    }
+    let (status, defs) = api
+        .call(
+            Method::GET,
+            "/connector-plugins/org.apache.kafka.connect.transforms.RegexRouter/config",
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let names: Vec<&str> = defs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["name"].as_str())
+        .collect();
+    assert_eq!(names, ["regex", "replacement"], "{defs}");
+    let (_, bad) = api
+        .call(
+            Method::PUT,
+            "/connector-plugins/datagen/config/validate",
+            Some(
+                json!({"name": "v", "topic": "t", "transforms": "route,mask,nope",
+                "transforms.route.type": "RegexRouter", "transforms.route.regex": "(",
+                "transforms.route.replacement": "x",
+                "transforms.mask.type": "MaskField$Value", "transforms.mask.predicate": "p",
+                "transforms.nope.type": "com.example.Nope"}),
+            ),
+        )
+        .await;
+    let errors_of = |key: &str| -> Vec<String> {
+        bad["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["value"]["name"] == key)
+            .flat_map(|c| c["value"]["errors"].as_array().unwrap().clone())
+            .map(|e| e.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(bad["error_count"], 4, "{bad}");
+    assert!(
+        errors_of("transforms.route.regex")[0].contains("Invalid regex"),
+        "{bad}"
+    );
+    assert!(
+        errors_of("transforms.mask.fields")[0].contains("Missing required"),
+        "{bad}"
+    );
+    assert!(
+        errors_of("transforms.mask.predicate")[0].contains("`predicates` does not list"),
+        "{bad}"
+    );
+    assert!(
+        errors_of("transforms.nope.type")[0].contains("unknown transform"),
+        "{bad}"
+    );
+    let group = bad["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["value"]["name"] == "transforms.route.regex")
+        .unwrap()["definition"]["group"]
+        .clone();
+    assert_eq!(group, "Transforms: route");
     // The plugin's validate runs with the config's grants: a directory it may not list is an
     // error of `directory` now, not a failed create later.
     let dir = input.display().to_string();

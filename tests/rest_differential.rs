@@ -43,10 +43,10 @@ const KNOWN: &[(&str, &str)] = &[
         "GET /connector-plugins/{plugin}/config",
         "body/*/allowed_values: only in wasm-connect",
     ),
-    // No transforms, predicates or header converters yet.
+    // No header converters.
     (
         "GET /connector-plugins?connectorsOnly=False",
-        "body/*/type: Kafka Connect \"=converter|=header_converter|=predicate|=sink|=source|=transformation\", wasm-connect \"=converter|=sink|=source\"",
+        "body/*/type: Kafka Connect \"=converter|=header_converter|=predicate|=sink|=source|=transformation\", wasm-connect \"=converter|=predicate|=sink|=source|=transformation\"",
     ),
     // Where Kafka Connect answers 500 for a bad request (a Java exception escaping), we answer
     // what the request deserves.

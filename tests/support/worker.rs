@@ -200,6 +200,20 @@ fn uuid_like() -> String {
     )
 }
 
+/// A worker on the test broker with `first_party` and `test` plugins, offsets flushed every
+/// 200 ms; and its REST URL.
+pub fn start_with_plugins(dir: &Path, first_party: &[&str], test: &[&str]) -> (Worker, String) {
+    let plugins = crate::plugins_with(dir, first_party, test);
+    let settings = vec![
+        ("bootstrap.servers", crate::kafka::bootstrap()),
+        ("plugin.path", plugins.display().to_string()),
+        ("offset.flush.interval.ms", "200".to_owned()),
+    ];
+    let mut worker = Worker::start(dir, &settings, &[]);
+    let url = worker.rest_url(Duration::from_secs(120));
+    (worker, url)
+}
+
 /// Poll `check` every 100 ms until it returns true or `timeout` passes; returns the last result.
 pub fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;

@@ -11,6 +11,7 @@ use super::error::{ApiError, JsonBody};
 use crate::config::{ConnectorConfig, Problem};
 use crate::herder::Herder;
 use crate::plugin::ConfigKey;
+use crate::transform;
 
 type S = State<Arc<Herder>>;
 
@@ -30,11 +31,65 @@ pub async fn list(State(herder): S, RawQuery(query): RawQuery) -> Json<Value> {
         .map(|p| json!({"class": p.spec.name, "type": p.spec.kind.to_string(), "version": p.spec.version}))
         .collect();
     if !connectors_only {
-        out.extend(CONVERTERS.iter().map(
-            |c| json!({"class": c, "type": "converter", "version": env!("CARGO_PKG_VERSION")}),
-        ));
+        let version = env!("CARGO_PKG_VERSION");
+        out.extend(
+            CONVERTERS
+                .iter()
+                .map(|c| json!({"class": c, "type": "converter", "version": version})),
+        );
+        out.extend(
+            transform_classes()
+                .into_iter()
+                .map(|c| json!({"class": c, "type": "transformation", "version": version})),
+        );
+        out.extend(transform::BUILTIN_PREDICATES.iter().map(|p| {
+            json!({"class": format!("{}{}", transform::PREDICATES_PACKAGE, p.name), "type": "predicate", "version": version})
+        }));
     }
     Json(Value::Array(out))
+}
+
+/// The built-in transforms' Kafka Connect class names (`$Key` and `$Value` where they have
+/// them).
+fn transform_classes() -> Vec<String> {
+    let mut out = Vec::new();
+    for b in transform::BUILTINS {
+        let class = format!("{}{}", transform::TRANSFORMS_PACKAGE, b.name);
+        if b.keyed {
+            out.push(format!("{class}$Key"));
+            out.push(format!("{class}$Value"));
+        } else {
+            out.push(class);
+        }
+    }
+    out
+}
+
+/// The config definitions of a built-in transform or predicate named by its class (or short
+/// name), as `GET /connector-plugins/{plugin}/config` gives them for Connect's.
+fn transform_config(name: &str) -> Option<Vec<Value>> {
+    let options = match transform::find_builtin(name) {
+        Ok((builtin, _)) => builtin.options,
+        Err(_) => transform::find_predicate(name).ok()?.options,
+    };
+    Some(
+        options
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let key = ConfigKey {
+                    name: o.name.into(),
+                    ty: o.ty,
+                    default: o.default.map(Into::into),
+                    required: o.required,
+                    importance: "MEDIUM",
+                    documentation: o.doc.into(),
+                    allowed_values: Vec::new(),
+                };
+                definition(&key, "", i + 1)
+            })
+            .collect(),
+    )
 }
 
 /// The worker-level keys every connector has, as Kafka Connect's "Common" group.
@@ -99,6 +154,11 @@ fn plugin_or_404(herder: &Herder, name: &str) -> Result<Arc<crate::plugin::Plugi
 }
 
 pub async fn config(State(herder): S, Path(plugin): Path<String>) -> Result<Json<Value>, ApiError> {
+    if herder.registry().find(&plugin, None).is_none()
+        && let Some(defs) = transform_config(&plugin)
+    {
+        return Ok(Json(Value::Array(defs)));
+    }
     let plugin = plugin_or_404(&herder, &plugin)?;
     let defs: Vec<Value> = plugin
         .spec
@@ -183,11 +243,17 @@ pub async fn validate(
             }
         }));
     }
-    // Problems with keys the plugin does not define (sandbox grants, converters, ...).
+    // Problems with keys the plugin does not define (sandbox grants, converters, transforms,
+    // ...); a transform's or predicate's keys in Connect's group for it.
     while let Some((key, _)) = errors_by_key.first().cloned() {
         let errors = take_errors(&mut errors_by_key, &key);
+        let group = match key.split('.').collect::<Vec<_>>().as_slice() {
+            ["transforms", alias, _, ..] => format!("Transforms: {alias}"),
+            ["predicates", alias, _, ..] => format!("Predicates: {alias}"),
+            _ => "Worker".to_owned(),
+        };
         configs.push(json!({
-            "definition": {"name": key, "type": "STRING", "required": false, "default_value": null, "importance": "MEDIUM", "documentation": "", "group": "Worker", "width": "NONE", "display_name": key, "dependents": [], "order_in_group": configs.len() + 1},
+            "definition": {"name": key, "type": "STRING", "required": false, "default_value": null, "importance": "MEDIUM", "documentation": "", "group": group, "width": "NONE", "display_name": key, "dependents": [], "order_in_group": configs.len() + 1},
             "value": {"name": key, "value": value_of(&key), "recommended_values": [], "errors": errors, "visible": true}
         }));
     }

@@ -7,6 +7,7 @@ pub mod put_behind;
 pub mod settings;
 pub mod sink;
 pub mod source;
+pub mod transforms;
 
 pub use settings::RunnerSettings;
 

@@ -10,6 +10,7 @@
 //! is skipped and written to the dead-letter queue. Offsets past a skipped record are committed
 //! only after its dead-letter write is acknowledged.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,6 +25,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::poll_ahead::answer_or_stop;
 use super::put_behind::{PendingPut, PutBehind};
+use super::transforms::{self, Outcome};
 use super::{
     ActiveTopics, Control, Failure, RunnerSettings, TaskMetrics, TaskState, backoff, control,
     note_topic,
@@ -37,6 +39,7 @@ use crate::kafka::producer::{AckTarget, Report};
 use crate::offsets::Submitted;
 use crate::sandbox::wit::types::{SinkRecord, TopicPartition, TopicPartitionOffset};
 use crate::sandbox::{DataRef, Fields, PutBatch};
+use crate::transform::{Chain, Record, Side};
 
 /// Everything one sink task runs with.
 pub struct SinkRunner {
@@ -55,6 +58,10 @@ pub struct SinkRunner {
     pub plugin: String,
     pub errors: ErrorReporter,
     pub dead_letters: DeadLetters,
+    /// The connector's transforms (`transforms=`), run on each converted record before it is
+    /// packed for `put`; `None` without transforms (most connectors), which costs nothing.
+    /// (A lock only because packing borrows the runner shared; one task uses it.)
+    pub transforms: Option<std::sync::Mutex<Chain>>,
 }
 
 /// Dead-letter writes not yet acknowledged; offsets are committed only once they are.
@@ -361,8 +368,8 @@ impl SinkRunner {
             topic,
             (&self.key_converter, &self.value_converter),
             self.settings.record_max_bytes,
-            &self.errors,
-            &self.dead_letters.outstanding,
+            (&self.errors, &self.dead_letters.outstanding),
+            self.transforms.as_ref(),
             batch,
         )
         .await?;
@@ -852,8 +859,8 @@ async fn convert(
     topic: &str,
     (key_converter, value_converter): (&Converter, &Converter),
     record_max_bytes: usize,
-    errors: &ErrorReporter,
-    dead_letters: &Outstanding,
+    (errors, dead_letters): (&ErrorReporter, &Outstanding),
+    transforms: Option<&std::sync::Mutex<Chain>>,
     batch: &mut PutBatch,
 ) -> Result<bool, Failure> {
     let headers = m.headers_fast();
@@ -904,8 +911,8 @@ async fn convert(
             .flat_map(|hs| hs.iter())
             .map(|h| (h.key, h.value))
     };
-    match outcome {
-        Ok((key, value)) => {
+    let outcome = outcome.and_then(|(key, value)| {
+        let Some(transforms) = transforms else {
             let fields = Fields {
                 topic,
                 partition: m.partition(),
@@ -916,9 +923,49 @@ async fn convert(
                 key_schema: key.schema(),
                 value_schema: value.schema(),
             };
-            batch.push(fields, header_pairs()).map_err(Failure::from)?;
+            return Ok(Some(batch.push(fields, header_pairs())));
+        };
+        let record = Record {
+            topic: Cow::Borrowed(topic),
+            partition: Some(m.partition()),
+            offset: Some(m.offset()),
+            timestamp: m.timestamp().to_millis(),
+            key: Side::raw(key.as_data_ref(), key.schema()),
+            value: Side::raw(value.as_data_ref(), value.schema()),
+            headers: header_pairs()
+                .map(|(k, v)| (Cow::Borrowed(k), v.map(Cow::Borrowed)))
+                .collect(),
+        };
+        // Poisoned only by a panic in a transform, which ended the task's run already.
+        let mut chain = transforms.lock().unwrap_or_else(|p| p.into_inner());
+        match transforms::apply(&mut chain, record) {
+            Outcome::Keep(r) => {
+                let (key, key_schema) = r.key.data_ref();
+                let (value, value_schema) = r.value.data_ref();
+                let fields = Fields {
+                    topic: &r.topic,
+                    partition: r.partition.unwrap_or(m.partition()),
+                    offset: m.offset(),
+                    timestamp: r.timestamp,
+                    key,
+                    value,
+                    key_schema,
+                    value_schema,
+                };
+                let headers = r.headers.iter().map(|(k, v)| (&**k, v.as_deref()));
+                Ok(Some(batch.push(fields, headers)))
+            }
+            // Filtered: not put, its offset committed with the batch's.
+            Outcome::Dropped => Ok(None),
+            Outcome::Failed(error) => Err(error),
+        }
+    });
+    match outcome {
+        Ok(Some(pushed)) => {
+            pushed.map_err(Failure::from)?;
             Ok(true)
         }
+        Ok(None) => Ok(false),
         Err(error) => {
             let failed = FailedRecord {
                 topic: topic.to_owned(),

@@ -18,6 +18,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use tokio::sync::{mpsc, watch};
 
 use super::poll_ahead::{PendingPoll, PollAhead, answer_or_stop};
+use super::transforms::{self, Outcome};
 use super::{
     ActiveTopics, Control, Failure, RunnerSettings, TaskMetrics, TaskState, backoff, control,
     note_topic,
@@ -25,12 +26,15 @@ use super::{
 use crate::convert::Converter;
 use crate::errors::dlq::FailedRecord;
 use crate::errors::{ErrorReporter, RecordError, Stage};
-use crate::kafka::producer::{AckTarget, DeliveryError, Outgoing, Producer, Queued, Report, Topic};
+use crate::kafka::producer::{
+    Ack, AckTarget, DeliveryError, Outgoing, Producer, Queued, Report, Topic,
+};
 use crate::kafka::topics::TopicCreator;
 use crate::offsets::{OffsetStore, Submitted, SubmittedRecords};
 use crate::sandbox::capabilities::TopicGrant;
 use crate::sandbox::instance::SourcePosition;
 use crate::sandbox::{DataRef, RecordRef};
+use crate::transform::Chain;
 
 /// How many batches the plugin may be asked for ahead of the one being sent. Two, because the
 /// plugin's thread shares two cores with the producer's threads and the broker: with one, the
@@ -61,6 +65,9 @@ pub struct SourceRunner {
     /// The plugin's name, for error reports.
     pub plugin: String,
     pub errors: ErrorReporter,
+    /// The connector's transforms (`transforms=`), run on each polled record before the
+    /// converters; empty for most connectors, which then skip it.
+    pub transforms: Chain,
 }
 
 /// Check the record's source partition and offset, and remember the partition's canonical
@@ -339,11 +346,56 @@ impl SourceRunner {
             self.metrics
                 .records_in
                 .fetch_add(records.len() as u64, Ordering::Relaxed);
+            // The transforms run over the whole batch first (they only compute); what they made
+            // of each record is then sent in the batch's order, so positions are submitted in
+            // order whatever was dropped or failed.
+            let outcomes: Vec<Outcome<'_>> = if self.transforms.is_empty() {
+                Vec::new()
+            } else {
+                records
+                    .iter()
+                    .map(|r| {
+                        let record = transforms::from_polled(r, default_topic.as_deref());
+                        transforms::apply(&mut self.transforms, record)
+                    })
+                    .collect()
+            };
             // Records without headers or a timestamp of their own are queued and handed to
             // the producer together, in order with the others.
             let mut queued = Vec::with_capacity(records.len());
             let mut sent = Ok(());
             for (index, record) in records.iter().enumerate() {
+                let transformed;
+                let record = match outcomes.get(index) {
+                    None => record,
+                    Some(Outcome::Keep(t)) => {
+                        transformed = transforms::to_polled(t, record);
+                        &transformed
+                    }
+                    Some(Outcome::Dropped) => {
+                        sent = self.drop_record(state, index, record);
+                        if sent.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
+                    Some(Outcome::Failed(error)) => {
+                        sent = self
+                            .fail_record(
+                                state,
+                                index,
+                                record,
+                                default_topic.as_deref(),
+                                error,
+                                &mut queued,
+                            )
+                            .await;
+                        if sent.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
+                };
                 if self.queue_plain(state, record, default_topic.as_deref(), &mut queued) {
                     continue;
                 }
@@ -455,6 +507,61 @@ impl SourceRunner {
             .await;
         if outcome.is_err() {
             // Failing the task: this record will never be acknowledged.
+            state.abandoned += 1;
+        }
+        outcome
+    }
+
+    /// A record a transform dropped: its position is submitted and acknowledged at once, in
+    /// order with the records around it, so the offsets move past it (Kafka Connect commits a
+    /// filtered record's offset as well).
+    fn drop_record(
+        &self,
+        state: &mut Loop,
+        index: usize,
+        record: &RecordRef<'_>,
+    ) -> Result<(), Failure> {
+        check_position(state, &self.settings, record)
+            .map_err(|e| position_failure(index, record, e))?;
+        let bytes = in_flight_cost(record, 0);
+        let submitted = state.submit(record, bytes);
+        let _ = state.acks_tx.send(Report::One(Ack {
+            record: submitted,
+            bytes,
+            dlq: true,
+            error: None,
+        }));
+        Ok(())
+    }
+
+    /// A record a transform failed on: error handling takes the record as the plugin gave it.
+    async fn fail_record<'b>(
+        &mut self,
+        state: &mut Loop,
+        index: usize,
+        record: &RecordRef<'b>,
+        default_topic: Option<&str>,
+        error: &RecordError,
+        queued: &mut Vec<Queued<'b>>,
+    ) -> Result<(), Failure> {
+        check_position(state, &self.settings, record)
+            .map_err(|e| position_failure(index, record, e))?;
+        let bytes = in_flight_cost(record, record.size());
+        let submitted = state.submit(record, bytes);
+        let raw = |data: Option<DataRef<'_>>| data.map(|d| d.bytes().to_vec());
+        let topic = record.topic.or(default_topic).unwrap_or("");
+        let failed = failed_record(
+            topic,
+            record,
+            raw(record.key),
+            raw(record.value),
+            state.tracker.position(submitted),
+        );
+        let target = state.target(submitted, bytes);
+        let outcome = self
+            .reject(state, queued, error.clone(), failed, target)
+            .await;
+        if outcome.is_err() {
             state.abandoned += 1;
         }
         outcome

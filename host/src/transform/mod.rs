@@ -59,7 +59,7 @@ impl Target {
 }
 
 /// A configured transform.
-pub trait Transform: Send {
+pub trait Transform: Send + Sync {
     /// Transform `record` in place; `Ok(false)` drops it. `cache` holds the chain's parsed
     /// schemas.
     fn apply(
@@ -298,7 +298,7 @@ pub fn find_predicate(type_name: &str) -> Result<&'static BuiltinPredicate, Stri
 /// One transform of a chain.
 struct Stage {
     alias: String,
-    /// The `type` as configured (what a failure names).
+    /// Its class, Kafka Connect's full name (what a failure names).
     class: String,
     transform: Box<dyn Transform>,
     /// Its predicate's index in the chain's predicates, and `negate`.
@@ -310,7 +310,7 @@ struct Stage {
 pub struct Failed {
     /// The transform's alias.
     pub alias: String,
-    /// Its configured type.
+    /// Its class (Kafka Connect's name).
     pub class: String,
     pub error: TransformError,
 }
@@ -462,7 +462,15 @@ impl Chain {
             match (builtin.make)(target, &options) {
                 Ok(transform) if errors.is_empty() => stages.push(Stage {
                     alias: alias.clone(),
-                    class: type_name.trim().to_owned(),
+                    class: format!(
+                        "{TRANSFORMS_PACKAGE}{}{}",
+                        builtin.name,
+                        match target {
+                            Some(Target::Key) => "$Key",
+                            Some(Target::Value) => "$Value",
+                            None => "",
+                        }
+                    ),
                     transform,
                     predicate: predicate.map(|p| (p, negate)),
                 }),
@@ -522,4 +530,107 @@ impl Chain {
 /// creating a connector report).
 pub fn check(config: &[(String, String)]) -> Vec<Problem> {
     Chain::from_config(config).err().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(config: &[(&str, &str)]) -> Vec<(String, String)> {
+        config
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_guide_lists_every_transform_predicate_and_option() {
+        let guide = include_str!("../../../docs/transforms.md");
+        let section = |name: &str| {
+            let start = guide
+                .find(&format!("### {name}"))
+                .unwrap_or_else(|| panic!("docs/transforms.md has no section for {name}"));
+            let rest = &guide[start + 4..];
+            &rest[..rest.find("\n### ").unwrap_or(rest.len())]
+        };
+        for b in BUILTINS {
+            let text = section(b.name);
+            for option in b.options {
+                let documented = text.contains(&format!("| `{}` |", option.name))
+                    || (option.name == "replace.null.with.default" && text.contains("RN)"));
+                assert!(
+                    documented,
+                    "{}'s option {} is not in its section",
+                    b.name, option.name
+                );
+            }
+        }
+        for p in BUILTIN_PREDICATES {
+            let text = section(p.name);
+            for option in p.options {
+                assert!(
+                    text.contains(&format!("| `{}` |", option.name)),
+                    "{}",
+                    p.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn types_are_class_names_or_short_names_with_their_side() {
+        assert_eq!(
+            find_builtin("org.apache.kafka.connect.transforms.InsertField$Key")
+                .map(|(b, t)| (b.name, t)),
+            Ok(("InsertField", Some(Target::Key)))
+        );
+        assert_eq!(
+            find_builtin("RegexRouter").map(|(b, t)| (b.name, t)),
+            Ok(("RegexRouter", None))
+        );
+        assert!(
+            find_builtin("InsertField")
+                .err()
+                .unwrap()
+                .contains("InsertField$Key")
+        );
+        assert!(find_builtin("RegexRouter$Value").is_err());
+        assert!(
+            find_builtin("org.example.Nope")
+                .err()
+                .unwrap()
+                .contains("RegexRouter")
+        );
+        assert!(find_predicate("RecordIsTombstone").is_ok());
+    }
+
+    #[test]
+    fn every_problem_of_a_chain_is_reported_under_its_key() {
+        let problems = Chain::from_config(&pairs(&[
+            ("transforms", "a, b ,c,a"),
+            ("transforms.a.type", "Filter"),
+            ("transforms.a.negate", "true"),
+            ("transforms.b.type", "MaskField$Value"),
+            ("transforms.b.fields", "x"),
+            ("transforms.b.colour", "blue"),
+            ("transforms.b.predicate", "missing"),
+            ("predicates", "p"),
+            ("predicates.p.type", "TopicNameMatches"),
+        ]))
+        .unwrap_err();
+        let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "predicates.p.pattern",
+                "transforms",
+                "transforms.a.negate",
+                "transforms.b.predicate",
+                "transforms.b.colour",
+                "transforms.c.type",
+            ],
+            "{problems:?}"
+        );
+        assert!(Chain::from_config(&[]).unwrap().is_empty());
+    }
 }

@@ -168,22 +168,15 @@ impl<'a> Side<'a> {
             .transpose()
             .map_err(TransformError::data)?;
         let data = match (schema.as_deref(), &*value) {
+            // A null is a null (a tombstone for a value), whatever its schema says, unless the
+            // schema has a default, which JsonConverter would write instead.
             (_, Value::Null) => match schema.as_deref().and_then(|s| s.default.as_ref()) {
                 Some(default) => Some(Data::Json(
                     json::to_json(schema.as_deref(), default)
                         .map_err(TransformError::data)?
                         .to_string(),
                 )),
-                None => {
-                    if let Some(s) = schema.as_deref()
-                        && !s.optional
-                    {
-                        return Err(TransformError::data(
-                            "Conversion error: null value for field that is required and has no default value",
-                        ));
-                    }
-                    None
-                }
+                None => None,
             },
             (Some(s), Value::String(text)) if s.kind == Type::String && s.name.is_none() => {
                 Some(Data::Text(text.clone()))

@@ -204,6 +204,7 @@ fn check(
             problems.push(Problem::new("", m));
             shared.config.task
         });
+    problems.extend(crate::transform::check(operator));
     let errors = ErrorPolicy::from_config(operator).unwrap_or_else(|ms| {
         problems.extend(ms.into_iter().map(|m| Problem::new("", m)));
         ErrorPolicy::default()

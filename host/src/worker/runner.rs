@@ -281,6 +281,13 @@ async fn run_instance(
         Arc::clone(&metrics.errors),
     );
     let cannot = |e: anyhow::Error| Failure::from(format!("cannot instantiate the plugin: {e:#}"));
+    // Checked when the connector was configured; a failure here is a config changed since.
+    let chain = crate::transform::Chain::from_config(&prepared.pairs).map_err(|problems| {
+        Failure::fatal(crate::config::connector::describe(
+            "the connector's transforms",
+            &problems,
+        ))
+    })?;
     match plugin.world {
         World::Source => {
             metrics.set_own_clients(own_clients);
@@ -309,6 +316,7 @@ async fn run_instance(
                 grant: prepared.grants.topics().clone(),
                 plugin: plugin.spec.name.clone(),
                 errors,
+                transforms: chain,
             }
             .run(control_rx)
             .await
@@ -355,6 +363,7 @@ async fn run_instance(
                 plugin: plugin.spec.name.clone(),
                 errors,
                 dead_letters: Default::default(),
+                transforms: (!chain.is_empty()).then(|| std::sync::Mutex::new(chain)),
             }
             .run(control_rx)
             .await
