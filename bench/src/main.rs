@@ -6,7 +6,7 @@
 //! ```text
 //! wasm-connect-bench run [--smoke | --quick] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
 //!                        [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap ADDR]
-//!                        [--only startup,source,compression,sink,latency,density,cluster,postgres]
+//!                        [--only startup,source,compression,sink,latency,density,cluster,postgres,transforms]
 //! wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS [COMPRESSION]]]
 //! wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE [file|drop [THREADS]]
 //! wasm-connect-bench native-postgres-source JOB
@@ -67,6 +67,7 @@ pub const GROUPS: &[&str] = &[
     "density",
     "cluster",
     "postgres",
+    "transforms",
 ];
 
 impl Options {
@@ -184,7 +185,7 @@ const USAGE: &str = "\
 usage:
   wasm-connect-bench run [--smoke | --quick] [--reps N] [--window S] [--warm-up S] [--worker PATH] [--connect-libs DIR]
                          [--criterion DIR] [--markdown FILE] [--json FILE] [--bootstrap HOST:PORT]
-                         [--only startup,source,compression,sink,latency,density,cluster,postgres]
+                         [--only startup,source,compression,sink,latency,density,cluster,postgres,transforms]
   wasm-connect-bench native-source BOOTSTRAP TOPIC COUNT VALUE_SIZE [WARM_UP_TOPIC [THREADS [COMPRESSION]]]
   wasm-connect-bench native-sink BOOTSTRAP TOPIC COUNT FILE [file|drop [THREADS]]
   wasm-connect-bench native-postgres-source JOB     (JOB: JSON, written by `run`)

@@ -64,6 +64,11 @@ const WINDOWED: &[(&str, &str, &str)] = &[
         "As above, with the converter wasm-connect documents as its default on both sides: `json` with `schemas.enable=true` against Kafka Connect's `JsonConverter` with `schemas.enable=true` (tuned), each line wrapped in the `{\"schema\", \"payload\"}` envelope.",
     ),
     (
+        crate::workloads::TRANSFORMS_WORKLOAD,
+        "a file of 100-byte lines, 1 task, JSON with schemas, 3 transforms",
+        "As `source-file-json-1-task`, each line going through the same three transforms on both sides (`transforms=hoist,insert,rename`: `HoistField$Value` wraps the line in a struct field `line`, `InsertField$Value` adds a static field `origin`, `ReplaceField$Value` renames `line` to `message`), so every record is a struct of two fields in the schema envelope. wasm-connect runs its own transforms; Kafka Connect (tuned) runs `connect-transforms`. The `transforms` group also runs `source-file-json-1-task` in the same invocation (unless the `source` group ran it): the cost of the chain is the difference between the two rows of a system.",
+    ),
+    (
         "source-datagen-1-task-lz4",
         "datagen, 1 task, 1 partition, lz4",
         "As the first, with `compression.type=lz4` on both producers (librdkafka's, in the worker and the native baseline alike).",
@@ -297,6 +302,20 @@ const COMPARISONS: &[Comparison] = &[
     ),
     compare(
         "source-file-json-1-task",
+        WASM,
+        CONNECT_TUNED,
+        Metric::Throughput,
+        None,
+    ),
+    compare(
+        crate::workloads::TRANSFORMS_WORKLOAD,
+        WASM,
+        CONNECT_TUNED,
+        Metric::PerCpuSecond,
+        None,
+    ),
+    compare(
+        crate::workloads::TRANSFORMS_WORKLOAD,
         WASM,
         CONNECT_TUNED,
         Metric::Throughput,

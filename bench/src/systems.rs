@@ -260,11 +260,13 @@ pub enum Job<'a> {
         value_size: usize,
     },
     /// Read the lines of `file` into `topic` (one task); values through the JSON converter
-    /// with its schema envelope when `json`, else the string converter.
+    /// with its schema envelope when `json`, else the string converter; through
+    /// [`TRANSFORM_CHAIN`] first when `transforms`.
     ReadFile {
         topic: &'a str,
         file: &'a Path,
         json: bool,
+        transforms: bool,
     },
     /// Consume `topic` (a group of its own) into `output` with `tasks` tasks (the native
     /// baseline: consumer threads), until stopped. More than one task only drops records.
@@ -288,6 +290,29 @@ pub enum Job<'a> {
         rate: u32,
     },
 }
+
+/// The transforms of the transform workload, the same keys for wasm-connect and Kafka Connect:
+/// three of the commonest, each line wrapped in a struct, a static field added, the line's
+/// field renamed.
+pub const TRANSFORM_CHAIN: &[(&str, &str)] = &[
+    ("transforms", "hoist,insert,rename"),
+    (
+        "transforms.hoist.type",
+        "org.apache.kafka.connect.transforms.HoistField$Value",
+    ),
+    ("transforms.hoist.field", "line"),
+    (
+        "transforms.insert.type",
+        "org.apache.kafka.connect.transforms.InsertField$Value",
+    ),
+    ("transforms.insert.static.field", "origin"),
+    ("transforms.insert.static.value", "bench"),
+    (
+        "transforms.rename.type",
+        "org.apache.kafka.connect.transforms.ReplaceField$Value",
+    ),
+    ("transforms.rename.renames", "line:message"),
+];
 
 /// The connector configurations of a [`Job::Connectors`], `class` being the connector class.
 fn rate_connectors(
@@ -456,7 +481,12 @@ impl Env {
                 ("count", count.map_or("-1".into(), |c| c.to_string())),
                 ("value.size", value_size.to_string()),
             ],
-            Job::ReadFile { topic, file, json } => {
+            Job::ReadFile {
+                topic,
+                file,
+                json,
+                transforms,
+            } => {
                 let mut pairs = vec![
                     ("name", "bench-source".into()),
                     ("connector.class", "file-source".into()),
@@ -473,6 +503,9 @@ impl Env {
                         ("value.converter", "json".into()),
                         ("value.converter.schemas.enable", "true".into()),
                     ]);
+                }
+                if *transforms {
+                    pairs.extend(TRANSFORM_CHAIN.iter().map(|(k, v)| (*k, v.to_string())));
                 }
                 pairs
             }
@@ -677,7 +710,12 @@ impl Env {
     /// Kafka Connect's connector configuration for `job` (one connector).
     fn connect_connector(&self, job: &Job<'_>, dir: &Path) -> Result<Vec<(&'static str, String)>> {
         Ok(match job {
-            Job::ReadFile { topic, file, json } => {
+            Job::ReadFile {
+                topic,
+                file,
+                json,
+                transforms,
+            } => {
                 let mut pairs = vec![
                     ("name", "bench-source".into()),
                     (
@@ -698,6 +736,9 @@ impl Env {
                         ),
                         ("value.converter.schemas.enable", "true".into()),
                     ]);
+                }
+                if *transforms {
+                    pairs.extend(TRANSFORM_CHAIN.iter().map(|(k, v)| (*k, v.to_string())));
                 }
                 pairs
             }

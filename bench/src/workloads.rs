@@ -233,6 +233,8 @@ const SINK_RECORDS_PER_S: f64 = 5_000_000.0;
 
 /// The settings of a source that wraps each value in the JSON converter's schema envelope.
 const JSON_CONVERTER: &str = "JSON converter with schemas (`schemas.enable=true`)";
+const JSON_TRANSFORMS: &str =
+    "JSON converter with schemas; HoistField, InsertField, ReplaceField (`$Value`)";
 
 /// The input of a smoke run's file source and sinks: enough to see records move.
 const SMOKE_INPUT: u64 = 3_000_000;
@@ -403,7 +405,10 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
     // its JIT compiles the produce path. Every system's source runs got faster rep by rep, and
     // the first system of each rep paid most (docs/benchmark-journal.md §00000000); so the broker takes
     // untimed records first, and the systems take turns at going first.
-    if options.runs("source") || options.runs("compression") || options.runs("sink") {
+    if ["source", "compression", "sink", "transforms"]
+        .iter()
+        .any(|g| options.runs(g))
+    {
         let topic = suite.topic("warm-up");
         kafka::create_topic(&suite.env.bootstrap, &topic, 1).await?;
         kafka::fill(&suite.env.bootstrap, &topic, count * 3, VALUE_SIZE)?;
@@ -411,6 +416,11 @@ async fn run_workloads(options: &Options, repo: &Path) -> Result<Results> {
     if options.runs("source") {
         runs.extend(suite.source_pairs(reps).await?);
         groups.lap("source");
+    }
+    if options.runs("transforms") {
+        let without = !options.runs("source");
+        runs.extend(suite.transform_pairs(reps, without).await?);
+        groups.lap("transforms");
     }
     // Compressed batches: not a headline row (a quick run leaves them out).
     if options.runs("compression") && options.full_matrix() {
@@ -632,6 +642,7 @@ impl Suite {
                 topic: &topic,
                 file: &lines,
                 json: false,
+                transforms: false,
             }
         } else {
             Job::Generate {
@@ -705,6 +716,7 @@ impl Suite {
             topic: &topic,
             file,
             json: false,
+            transforms: false,
         };
         settle();
         let mut running = self.env.start(system, &job, &dir, &data)?;
@@ -796,6 +808,7 @@ impl Suite {
             path: file.clone(),
             lines,
             json: false,
+            transforms: false,
         };
         for rep in 0..reps {
             for system in rotated(&systems, rep) {
@@ -811,6 +824,7 @@ impl Suite {
             path: file.clone(),
             lines,
             json: true,
+            transforms: false,
         };
         let mut systems = vec![System::WasmConnect];
         systems.extend(
@@ -824,6 +838,40 @@ impl Suite {
                     self.source_window(system, "source-file-json-1-task", &source, rep)
                         .await?,
                 );
+            }
+        }
+        let _ = std::fs::remove_file(&file);
+        Ok(runs)
+    }
+
+    /// The transform workload: the file read with the JSON converter through
+    /// [`crate::systems::TRANSFORM_CHAIN`], by wasm-connect and Kafka Connect (tuned), and the
+    /// same without transforms (unless the source group ran it) for the cost of the chain in
+    /// the same invocation.
+    async fn transform_pairs(&mut self, reps: usize, without: bool) -> Result<Vec<Run>> {
+        let mut runs = Vec::new();
+        let (file, lines) = self.input_file()?;
+        let mut systems = vec![System::WasmConnect];
+        systems.extend(
+            self.systems
+                .iter()
+                .filter(|s| **s == System::KafkaConnectTuned),
+        );
+        let mut inputs = vec![(TRANSFORMS_WORKLOAD, true)];
+        if without {
+            inputs.push(("source-file-json-1-task", false));
+        }
+        for (workload, transforms) in inputs {
+            let source = SourceInput::File {
+                path: file.clone(),
+                lines,
+                json: true,
+                transforms,
+            };
+            for rep in 0..reps {
+                for system in rotated(&systems, rep) {
+                    runs.push(self.source_window(system, workload, &source, rep).await?);
+                }
             }
         }
         let _ = std::fs::remove_file(&file);
@@ -876,6 +924,7 @@ impl Suite {
                 path: file.clone(),
                 lines,
                 json: false,
+                transforms: false,
             };
             let workload = format!("source-file-1-task-{codec}");
             for rep in 0..reps {
@@ -914,10 +963,16 @@ impl Suite {
                 tasks: *tasks,
                 value_size: *value_size,
             },
-            SourceInput::File { path, json, .. } => Job::ReadFile {
+            SourceInput::File {
+                path,
+                json,
+                transforms,
+                ..
+            } => Job::ReadFile {
                 topic: &topic,
                 file: path,
                 json: *json,
+                transforms: *transforms,
             },
         };
         self.env.prepare(system, &job).await?;
@@ -940,6 +995,11 @@ impl Suite {
         }
         let window = measured.with_context(|| format!("{workload} on {}", system.name()))?;
         let converter = match input {
+            SourceInput::File {
+                json: true,
+                transforms: true,
+                ..
+            } => JSON_TRANSFORMS,
             SourceInput::File { json: true, .. } => JSON_CONVERTER,
             _ => STRING_CONVERTER,
         };
@@ -1439,13 +1499,17 @@ enum SourceInput {
     /// Records made as it goes (`datagen`, the native generator), by `tasks` tasks.
     Generate { tasks: u32, value_size: usize },
     /// The `lines` lines of a pre-written file, through the JSON converter with schemas when
-    /// `json`.
+    /// `json`, through [`crate::systems::TRANSFORM_CHAIN`] first when `transforms`.
     File {
         path: std::path::PathBuf,
         lines: u64,
         json: bool,
+        transforms: bool,
     },
 }
+
+/// The transform workload's name.
+pub const TRANSFORMS_WORKLOAD: &str = "source-file-json-transforms-1-task";
 
 /// `what`, with the value size appended unless it is the default 100 bytes.
 pub fn sized(what: &str, value_size: usize) -> String {

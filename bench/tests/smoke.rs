@@ -112,6 +112,10 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
             &["wasm-connect", "Kafka Connect, tuned"][..],
         ),
         (
+            "source-file-json-transforms-1-task",
+            &["wasm-connect", "Kafka Connect, tuned"][..],
+        ),
+        (
             "source-datagen-1-task-lz4",
             &["wasm-connect", "native rdkafka"][..],
         ),
@@ -236,6 +240,16 @@ fn the_harness_runs_every_workload_on_every_system_and_writes_the_report() {
         "the JSON converter's envelope matches Kafka Connect's JsonConverter's"
     );
     assert!(json > 150, "{json} bytes: a 100-byte line in the envelope");
+    let transformed = value_bytes("source-file-json-transforms-1-task", "wasm-connect");
+    assert_eq!(
+        transformed,
+        value_bytes("source-file-json-transforms-1-task", "Kafka Connect, tuned"),
+        "the same three transforms make the same record as Kafka Connect's"
+    );
+    assert!(
+        transformed > json,
+        "{transformed} bytes: a struct of two fields"
+    );
     let latency = results["latency"].as_array().expect("latency runs");
     for system in [
         "wasm-connect, no-op plugin",

@@ -62,8 +62,8 @@ pub fn from_polled<'a>(record: &RecordRef<'a>, default_topic: Option<&'a str>) -
         partition: record.partition,
         offset: None,
         timestamp: record.timestamp,
-        key: Side::raw(record.key, record.key_schema),
-        value: Side::raw(record.value, record.value_schema),
+        key: Side::polled(record.key, record.key_schema),
+        value: Side::polled(record.value, record.value_schema),
         headers: record
             .headers
             .iter()

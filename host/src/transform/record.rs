@@ -31,9 +31,12 @@ pub struct Record<'a> {
 #[derive(Debug, Clone)]
 pub enum Side<'a> {
     /// As given: the data (`None`: null) and its schema (JsonConverter's schema JSON), if any.
+    /// Text or bytes without a schema are a string or bytes under an implied schema, optional
+    /// when `optional` (see [`Side::raw`] and [`Side::polled`]).
     Raw {
         data: Option<DataRef<'a>>,
         schema: Option<&'a str>,
+        optional: bool,
     },
     /// In the data model (a transform read or changed it).
     Parsed {
@@ -100,20 +103,36 @@ fn parse_schema(text: &str) -> Result<Schema, TransformError> {
     json::schema_from_json(&json).map_err(TransformError::data)
 }
 
-/// The schema Connect's converters give data without one: the string converter's optional
-/// string, the byte array converter's optional bytes.
-fn implied_schema(data: &DataRef<'_>) -> Option<SchemaRef> {
+/// The schema of text or bytes without one: a string or bytes, optional if `optional`.
+fn implied_schema(data: &DataRef<'_>, optional: bool) -> Option<SchemaRef> {
     match data {
-        DataRef::Text(_) => Some(Arc::new(Schema::of(Type::String).optional(true))),
-        DataRef::Bytes(_) => Some(Arc::new(Schema::of(Type::Bytes).optional(true))),
+        DataRef::Text(_) => Some(Arc::new(Schema::of(Type::String).optional(optional))),
+        DataRef::Bytes(_) => Some(Arc::new(Schema::of(Type::Bytes).optional(optional))),
         DataRef::Json(_) => None,
     }
 }
 
 impl<'a> Side<'a> {
-    /// A side as given.
+    /// A consumed key or value as a converter gave it: text and bytes without a schema have
+    /// the optional string or bytes schema of Kafka Connect's string and byte array
+    /// converters.
     pub fn raw(data: Option<DataRef<'a>>, schema: Option<&'a str>) -> Self {
-        Side::Raw { data, schema }
+        Side::Raw {
+            data,
+            schema,
+            optional: true,
+        }
+    }
+
+    /// A key or value a source plugin polled: text and bytes without a schema have the
+    /// required schema the json converter writes for them (as Kafka Connect's own sources,
+    /// `FileStreamSource` among them, give `STRING_SCHEMA`).
+    pub fn polled(data: Option<DataRef<'a>>, schema: Option<&'a str>) -> Self {
+        Side::Raw {
+            data,
+            schema,
+            optional: false,
+        }
     }
 
     /// Whether it is null (Connect's `key() == null` / `value() == null`), without parsing.
@@ -129,10 +148,17 @@ impl<'a> Side<'a> {
     pub fn parse(&mut self, cache: &mut SchemaCache) -> Result<(), TransformError> {
         let parsed = match self {
             Side::Parsed { .. } => return Ok(()),
-            Side::Raw { data, schema } => parse_data(*data, *schema, cache)?,
-            Side::Written { data, schema } => {
-                parse_data(data.as_ref().map(DataRef::from), schema.as_deref(), cache)?
-            }
+            Side::Raw {
+                data,
+                schema,
+                optional,
+            } => parse_data(*data, *schema, *optional, cache)?,
+            Side::Written { data, schema } => parse_data(
+                data.as_ref().map(DataRef::from),
+                schema.as_deref(),
+                true,
+                cache,
+            )?,
         };
         *self = Side::Parsed {
             schema: parsed.0,
@@ -202,7 +228,7 @@ impl<'a> Side<'a> {
     /// The data to send and its schema text, borrowed (after [`Side::write`]).
     pub fn data_ref(&self) -> (Option<DataRef<'_>>, Option<&str>) {
         match self {
-            Side::Raw { data, schema } => (*data, *schema),
+            Side::Raw { data, schema, .. } => (*data, *schema),
             Side::Written { data, schema } => (data.as_ref().map(DataRef::from), schema.as_deref()),
             // Not written: callers write every side first.
             Side::Parsed { .. } => (None, None),
@@ -234,6 +260,7 @@ impl<'a> Side<'a> {
 fn parse_data(
     data: Option<DataRef<'_>>,
     schema: Option<&str>,
+    optional: bool,
     cache: &mut SchemaCache,
 ) -> Result<(Option<SchemaRef>, Value), TransformError> {
     let Some(data) = data else {
@@ -255,8 +282,14 @@ fn parse_data(
             Ok((Some(schema), value))
         }
         None => match data {
-            DataRef::Text(text) => Ok((implied_schema(&data), Value::String(text.to_owned()))),
-            DataRef::Bytes(bytes) => Ok((implied_schema(&data), Value::Bytes(bytes.to_vec()))),
+            DataRef::Text(text) => Ok((
+                implied_schema(&data, optional),
+                Value::String(text.to_owned()),
+            )),
+            DataRef::Bytes(bytes) => Ok((
+                implied_schema(&data, optional),
+                Value::Bytes(bytes.to_vec()),
+            )),
             DataRef::Json(_) => Ok((
                 None,
                 json::to_connect(None, &json).map_err(TransformError::data)?,
