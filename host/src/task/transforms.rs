@@ -37,7 +37,7 @@ pub fn apply<'a>(chain: &mut Chain, mut record: Record<'a>) -> Outcome<'a> {
         (Stage::KeyConverter, &mut record.key),
         (Stage::ValueConverter, &mut record.value),
     ] {
-        if let Err(e) = side.write() {
+        if let Err(e) = chain.write(side) {
             let what = if stage == Stage::KeyConverter {
                 "key"
             } else {

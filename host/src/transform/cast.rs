@@ -155,10 +155,7 @@ impl Transform for Cast {
         if self.target.side(record).is_null() {
             return Ok(true);
         }
-        let side = self.target.side(record);
-        side.parse(cache)?;
-        let (schema, value) = side.get()?;
-        let (schema, value) = (schema.cloned(), value.clone());
+        let (schema, value) = self.target.side(record).take(cache)?;
         let Some(schema) = schema else {
             let out = match self.whole() {
                 Some(kind) => cast_value(None, &value, kind)?,
@@ -577,10 +574,7 @@ impl Transform for TimestampConverter {
         cache: &mut SchemaCache,
     ) -> Result<bool, TransformError> {
         const PURPOSE: &str = "converting timestamp formats";
-        let side = self.target.side(record);
-        side.parse(cache)?;
-        let (schema, value) = side.get()?;
-        let (schema, value): (Option<SchemaRef>, Value) = (schema.cloned(), value.clone());
+        let (schema, value): (Option<SchemaRef>, Value) = self.target.side(record).take(cache)?;
         let Some(schema) = schema else {
             let out = if value.is_null() || self.field.is_empty() {
                 self.convert(&value, None)?

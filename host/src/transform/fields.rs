@@ -106,16 +106,30 @@ fn field_value(value: &Struct, index: usize, with_default: bool) -> Value {
     }
 }
 
-/// The side's schema and value, taken out of the record (parsed first).
+/// A struct's values, moved out, a null replaced by its field's default when `with_default`
+/// (`Struct.get` for every field; `getWithoutDefault` otherwise).
+fn into_fields(value: Struct, with_default: bool) -> Vec<Value> {
+    let mut values = value.values;
+    if with_default {
+        for (v, field) in values.iter_mut().zip(&value.schema.fields) {
+            if v.is_null()
+                && let Some(default) = &field.schema.default
+            {
+                *v = default.clone();
+            }
+        }
+    }
+    values
+}
+
+/// The side's schema and value, moved out of the record (parsed first); the caller sets the
+/// side again.
 fn take(
     record: &mut Record<'_>,
     target: Target,
     cache: &mut SchemaCache,
 ) -> Result<(Option<SchemaRef>, Value), TransformError> {
-    let side = target.side(record);
-    side.parse(cache)?;
-    let (schema, value) = side.get()?;
-    Ok((schema.cloned(), value.clone()))
+    target.side(record).take(cache)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -288,7 +302,7 @@ impl Transform for InsertField {
         if self.target.side(record).is_null() {
             return Ok(true);
         }
-        let topic = record.topic.to_string();
+        let topic = self.topic.as_ref().map(|_| record.topic.to_string());
         let partition = record.partition;
         let timestamp = record.timestamp;
         let offset = self
@@ -298,7 +312,7 @@ impl Transform for InsertField {
         let (schema, value) = take(record, self.target, cache)?;
         if schema.is_none() {
             let mut map = require_map(&value, PURPOSE_INSERT)?.clone();
-            if let Some(f) = &self.topic {
+            if let (Some(f), Some(topic)) = (&self.topic, topic) {
                 Value::map_put(&mut map, &f.name, Value::String(topic));
             }
             if let (Some(f), Some(p)) = (&self.partition, partition) {
@@ -324,12 +338,21 @@ impl Transform for InsertField {
             self.schemas = schemas;
             out?
         };
+        // The original's fields come first in the new schema, each with its own schema: moved
+        // over as they are (the checks `put` makes hold already).
+        let copied = original.values.len();
+        let Value::Struct(original) = value else {
+            return Err(TransformError::data("worker bug: not a struct"));
+        };
         let mut out = Struct::new(Arc::clone(&updated));
-        for (index, field) in original.schema.fields.iter().enumerate() {
-            out.put_named(&field.name, field_value(original, index, self.with_default))
-                .map_err(put_error)?;
+        for (index, v) in into_fields(original, self.with_default)
+            .into_iter()
+            .enumerate()
+            .take(copied)
+        {
+            out.values[index] = v;
         }
-        if let Some(f) = &self.topic {
+        if let (Some(f), Some(topic)) = (&self.topic, topic) {
             out.put_named(&f.name, Value::String(topic))
                 .map_err(put_error)?;
         }
@@ -497,13 +520,21 @@ impl Transform for ReplaceField {
             self.schemas = schemas;
             out?
         };
+        let original_schema = Arc::clone(&original.schema);
+        let Value::Struct(original) = value else {
+            return Err(TransformError::data("worker bug: not a struct"));
+        };
+        let mut values: Vec<Option<Value>> = into_fields(original, self.with_default)
+            .into_iter()
+            .map(Some)
+            .collect();
         let mut out = Struct::new(Arc::clone(&updated));
         for (index, field) in updated.fields.iter().enumerate() {
             let from = self.reverse_renamed(&field.name);
-            let v = original
-                .get_named(from, self.with_default)
-                .ok_or_else(|| TransformError::data(format!("{from} is not a valid field name")))?
-                .clone();
+            let v = original_schema
+                .field_index(from)
+                .and_then(|i| values[i].take())
+                .ok_or_else(|| TransformError::data(format!("{from} is not a valid field name")))?;
             out.put(index, v).map_err(put_error)?;
         }
         self.target

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use serde_json::{Map as JsonMap, Number, Value as Json};
+use serde_json::{Map as JsonMap, Value as Json};
 
 use super::data::{
     DATE, DECIMAL, Field, SCALE, Schema, SchemaRef, Struct, TIME, TIMESTAMP, Type, Value,
@@ -371,36 +371,53 @@ pub fn to_connect(schema: Option<&SchemaRef>, json: &Json) -> Result<Value, Stri
     })
 }
 
-/// A JSON number for a float, written as Java writes it (Jackson's `FloatNode` prints the
-/// float's own shortest form, not the double it widens to); NaN and infinities as the strings
-/// Jackson writes for them.
-fn float_json(value: f64, shortest: &str) -> Json {
+/// JsonConverter's `convertToJson`: `value` under `schema` (`None`: schemaless) as a JSON
+/// document (built from [`write_json`], which the task loops use).
+pub fn to_json(schema: Option<&Schema>, value: &Value) -> Result<Json, String> {
+    let mut out = Vec::new();
+    write_json(schema, value, &mut out)?;
+    serde_json::from_slice(&out).map_err(|e| format!("worker bug: wrote invalid JSON: {e}"))
+}
+
+/// A float as Java's Jackson writes it: the number (its own shortest digits: a `float` is not
+/// widened to the double's digits), or for NaN and the infinities the strings Jackson writes.
+fn write_float(value: f64, shortest: &str, out: &mut Vec<u8>) {
     if value.is_finite() {
-        shortest
-            .parse::<f64>()
-            .ok()
-            .and_then(Number::from_f64)
-            .map_or(Json::Null, Json::Number)
+        let value: f64 = shortest.parse().unwrap_or(value);
+        // Writing into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, &value);
     } else if value.is_nan() {
-        Json::String("NaN".into())
+        out.extend_from_slice(b"\"NaN\"");
     } else if value > 0.0 {
-        Json::String("Infinity".into())
+        out.extend_from_slice(b"\"Infinity\"");
     } else {
-        Json::String("-Infinity".into())
+        out.extend_from_slice(b"\"-Infinity\"");
     }
 }
 
-/// JsonConverter's `convertToJson`: `value` under `schema` (`None`: schemaless) as JSON.
-pub fn to_json(schema: Option<&Schema>, value: &Value) -> Result<Json, String> {
+fn write_str(text: &str, out: &mut Vec<u8>) {
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, text);
+}
+
+fn write_int(value: i64, out: &mut Vec<u8>) {
+    out.extend_from_slice(value.to_string().as_bytes());
+}
+
+/// JsonConverter's `convertToJson`, written as compact JSON text to `out`: `value` under
+/// `schema` (`None`: schemaless); a null with a default is the default, a required null fails.
+pub fn write_json(schema: Option<&Schema>, value: &Value, out: &mut Vec<u8>) -> Result<(), String> {
     if value.is_null() {
         let Some(schema) = schema else {
-            return Ok(Json::Null);
+            out.extend_from_slice(b"null");
+            return Ok(());
         };
         if let Some(default) = &schema.default {
-            return to_json(Some(schema), default);
+            return write_json(Some(schema), default, out);
         }
         if schema.optional {
-            return Ok(Json::Null);
+            out.extend_from_slice(b"null");
+            return Ok(());
         }
         return Err(
             "Conversion error: null value for field that is required and has no default value"
@@ -416,14 +433,14 @@ pub fn to_json(schema: Option<&Schema>, value: &Value) -> Result<Json, String> {
                         value.java_class()
                     ));
                 };
-                let expected = decimal_scale(schema)?;
-                if *scale != expected {
+                if *scale != decimal_scale(schema)? {
                     return Err(
                         "BigDecimal has mismatching scale value for given Decimal schema"
                             .to_owned(),
                     );
                 }
-                return Ok(Json::String(BASE64.encode(decimal_bytes(*unscaled))));
+                write_str(&BASE64.encode(decimal_bytes(*unscaled)), out);
+                return Ok(());
             }
             Some(name @ (DATE | TIME | TIMESTAMP)) => {
                 let Value::Date(millis) = value else {
@@ -433,21 +450,23 @@ pub fn to_json(schema: Option<&Schema>, value: &Value) -> Result<Json, String> {
                         value.java_class()
                     ));
                 };
-                return Ok(match name {
+                let encoded = match name {
                     DATE => {
                         if millis % MILLIS_PER_DAY != 0 {
                             return Err("Kafka Connect Date type should not have any time fields set to non-zero values.".to_owned());
                         }
-                        Json::from(millis / MILLIS_PER_DAY)
+                        millis / MILLIS_PER_DAY
                     }
                     TIME => {
                         if !(0..MILLIS_PER_DAY).contains(millis) {
                             return Err("Kafka Connect Time type should not have any date fields set to non-zero values.".to_owned());
                         }
-                        Json::from(*millis)
+                        *millis
                     }
-                    _ => Json::from(*millis),
-                });
+                    _ => *millis,
+                };
+                write_int(encoded, out);
+                return Ok(());
             }
             _ => {}
         }
@@ -461,20 +480,18 @@ pub fn to_json(schema: Option<&Schema>, value: &Value) -> Result<Json, String> {
             )
         })?,
     };
-    let mismatch = || {
-        let name = schema.map_or("unknown schema", |s| s.kind.java_name());
-        format!("Invalid type for {name}: class {}", value.java_class())
-    };
-    Ok(match (kind, value) {
-        (Type::Int8, Value::Int8(v)) => Json::from(*v),
-        (Type::Int16, Value::Int16(v)) => Json::from(*v),
-        (Type::Int32, Value::Int32(v)) => Json::from(*v),
-        (Type::Int64, Value::Int64(v)) => Json::from(*v),
-        (Type::Float32, Value::Float32(v)) => float_json(f64::from(*v), &v.to_string()),
-        (Type::Float64, Value::Float64(v)) => float_json(*v, &v.to_string()),
-        (Type::Boolean, Value::Boolean(v)) => Json::Bool(*v),
-        (Type::String, Value::String(v)) => Json::String(v.clone()),
-        (Type::Bytes, Value::Bytes(v)) => Json::String(BASE64.encode(v)),
+    match (kind, value) {
+        (Type::Int8, Value::Int8(v)) => write_int(i64::from(*v), out),
+        (Type::Int16, Value::Int16(v)) => write_int(i64::from(*v), out),
+        (Type::Int32, Value::Int32(v)) => write_int(i64::from(*v), out),
+        (Type::Int64, Value::Int64(v)) => write_int(*v, out),
+        (Type::Float32, Value::Float32(v)) => write_float(f64::from(*v), &v.to_string(), out),
+        (Type::Float64, Value::Float64(v)) => write_float(*v, &v.to_string(), out),
+        (Type::Boolean, Value::Boolean(v)) => {
+            out.extend_from_slice(if *v { b"true" } else { b"false" })
+        }
+        (Type::String, Value::String(v)) => write_str(v, out),
+        (Type::Bytes, Value::Bytes(v)) => write_str(&BASE64.encode(v), out),
         (Type::Bytes, _) => {
             return Err(format!(
                 "Invalid type for bytes type: class {}",
@@ -483,12 +500,14 @@ pub fn to_json(schema: Option<&Schema>, value: &Value) -> Result<Json, String> {
         }
         (Type::Array, Value::Array(items)) => {
             let element = schema.and_then(|s| s.value.as_deref());
-            Json::Array(
-                items
-                    .iter()
-                    .map(|i| to_json(element, i))
-                    .collect::<Result<_, _>>()?,
-            )
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_json(element, item, out)?;
+            }
+            out.push(b']');
         }
         (Type::Map, Value::Map(entries)) => {
             let object_mode = match schema {
@@ -497,40 +516,57 @@ pub fn to_json(schema: Option<&Schema>, value: &Value) -> Result<Json, String> {
             };
             let key_schema = schema.and_then(|s| s.key.as_deref());
             let value_schema = schema.and_then(|s| s.value.as_deref());
-            if object_mode {
-                let mut object = JsonMap::new();
-                for (k, v) in entries {
-                    let key = match to_json(key_schema, k)? {
-                        Json::String(s) => s,
-                        Json::Null => "null".to_owned(),
-                        other => other.to_string(),
-                    };
-                    object.insert(key, to_json(value_schema, v)?);
+            out.push(if object_mode { b'{' } else { b'[' });
+            let mut key = Vec::new();
+            for (i, (k, v)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
                 }
-                Json::Object(object)
-            } else {
-                let mut list = Vec::with_capacity(entries.len());
-                for (k, v) in entries {
-                    list.push(Json::Array(vec![
-                        to_json(key_schema, k)?,
-                        to_json(value_schema, v)?,
-                    ]));
+                if object_mode {
+                    // Jackson's `asText()` of the key's JSON: a string's text, else the JSON.
+                    key.clear();
+                    write_json(key_schema, k, &mut key)?;
+                    if key.first() == Some(&b'"') {
+                        out.extend_from_slice(&key);
+                    } else {
+                        write_str(&String::from_utf8_lossy(&key), out);
+                    }
+                    out.push(b':');
+                    write_json(value_schema, v, out)?;
+                } else {
+                    out.push(b'[');
+                    write_json(key_schema, k, out)?;
+                    out.push(b',');
+                    write_json(value_schema, v, out)?;
+                    out.push(b']');
                 }
-                Json::Array(list)
             }
+            out.push(if object_mode { b'}' } else { b']' });
         }
         (Type::Struct, Value::Struct(s)) => {
             if schema.is_none_or(|schema| !super::data::same_schema(&s.schema, schema)) {
                 return Err("Mismatching schema.".to_owned());
             }
-            let mut object = JsonMap::new();
-            for (field, v) in s.schema.fields.iter().zip(&s.values) {
-                object.insert(field.name.clone(), to_json(Some(&field.schema), v)?);
+            out.push(b'{');
+            for (i, (field, v)) in s.schema.fields.iter().zip(&s.values).enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(&field.name, out);
+                out.push(b':');
+                write_json(Some(&field.schema), v, out)?;
             }
-            Json::Object(object)
+            out.push(b'}');
         }
-        _ => return Err(mismatch()),
-    })
+        _ => {
+            let name = schema.map_or("unknown schema", |s| s.kind.java_name());
+            return Err(format!(
+                "Invalid type for {name}: class {}",
+                value.java_class()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The scale a `Decimal` schema declares.

@@ -494,6 +494,11 @@ impl Chain {
         }
     }
 
+    /// Write a side a transform changed back as data and schema text (see [`Side::write`]).
+    pub fn write(&mut self, side: &mut Side<'_>) -> Result<(), TransformError> {
+        side.write(&mut self.cache)
+    }
+
     /// Whether the chain has no transforms (the task loops skip it).
     pub fn is_empty(&self) -> bool {
         self.stages.is_empty()

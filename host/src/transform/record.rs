@@ -4,7 +4,7 @@
 //! routing, header and predicate transforms never parses a key or value.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::data::{Schema, SchemaRef, Type, Value};
 use super::json;
@@ -46,7 +46,8 @@ pub enum Side<'a> {
     /// Written back after a change ([`Side::write`]).
     Written {
         data: Option<Data>,
-        schema: Option<String>,
+        /// Shared by the records written with the same schema.
+        schema: Option<Arc<str>>,
     },
 }
 
@@ -74,16 +75,38 @@ impl std::fmt::Display for TransformError {
     }
 }
 
-/// The last schema texts parsed and their schemas: the records of a batch mostly share their
-/// schemas, which are then parsed once.
+/// The last schema texts parsed and their schemas, and the last schemas written and their
+/// texts: the records of a batch mostly share their schemas, which are then parsed once and
+/// written once.
 #[derive(Debug, Default)]
 pub struct SchemaCache {
     entries: Vec<(String, SchemaRef)>,
+    written: Vec<(SchemaRef, Arc<str>)>,
 }
 
 const CACHED_SCHEMAS: usize = 8;
 
 impl SchemaCache {
+    /// `schema`'s JsonConverter text.
+    fn text(&mut self, schema: &SchemaRef) -> Result<Arc<str>, TransformError> {
+        if let Some((_, text)) = self
+            .written
+            .iter()
+            .find(|(s, _)| Arc::ptr_eq(s, schema) || **s == **schema)
+        {
+            return Ok(Arc::clone(text));
+        }
+        let text: Arc<str> = json::schema_to_json(schema)
+            .map_err(TransformError::data)?
+            .to_string()
+            .into();
+        if self.written.len() == CACHED_SCHEMAS {
+            self.written.remove(0);
+        }
+        self.written.push((Arc::clone(schema), Arc::clone(&text)));
+        Ok(text)
+    }
+
     fn get(&mut self, text: &str) -> Result<SchemaRef, TransformError> {
         if let Some((_, schema)) = self.entries.iter().find(|(t, _)| t == text) {
             return Ok(Arc::clone(schema));
@@ -103,13 +126,26 @@ fn parse_schema(text: &str) -> Result<Schema, TransformError> {
     json::schema_from_json(&json).map_err(TransformError::data)
 }
 
-/// The schema of text or bytes without one: a string or bytes, optional if `optional`.
+/// The schema of text or bytes without one: a string or bytes, optional if `optional`. One
+/// shared schema each, so the transforms' schema caches recognise it by pointer.
 fn implied_schema(data: &DataRef<'_>, optional: bool) -> Option<SchemaRef> {
-    match data {
-        DataRef::Text(_) => Some(Arc::new(Schema::of(Type::String).optional(optional))),
-        DataRef::Bytes(_) => Some(Arc::new(Schema::of(Type::Bytes).optional(optional))),
-        DataRef::Json(_) => None,
-    }
+    static IMPLIED: OnceLock<[SchemaRef; 4]> = OnceLock::new();
+    let [string, optional_string, bytes, optional_bytes] = IMPLIED.get_or_init(|| {
+        [
+            Arc::new(Schema::of(Type::String)),
+            Arc::new(Schema::of(Type::String).optional(true)),
+            Arc::new(Schema::of(Type::Bytes)),
+            Arc::new(Schema::of(Type::Bytes).optional(true)),
+        ]
+    });
+    let schema = match (data, optional) {
+        (DataRef::Text(_), false) => string,
+        (DataRef::Text(_), true) => optional_string,
+        (DataRef::Bytes(_), false) => bytes,
+        (DataRef::Bytes(_), true) => optional_bytes,
+        (DataRef::Json(_), _) => return None,
+    };
+    Some(Arc::clone(schema))
 }
 
 impl<'a> Side<'a> {
@@ -176,6 +212,25 @@ impl<'a> Side<'a> {
         }
     }
 
+    /// Parse it (with `cache`) and move its schema and value out, leaving a null: for a
+    /// transform that replaces the side (it sets it again, or the record is failed).
+    pub fn take(
+        &mut self,
+        cache: &mut SchemaCache,
+    ) -> Result<(Option<SchemaRef>, Value), TransformError> {
+        self.parse(cache)?;
+        match std::mem::replace(
+            self,
+            Side::Parsed {
+                schema: None,
+                value: Value::Null,
+            },
+        ) {
+            Side::Parsed { schema, value } => Ok((schema, value)),
+            _ => Err(TransformError::data("worker bug: a side not parsed")),
+        }
+    }
+
     /// Replace it.
     pub fn set(&mut self, schema: Option<SchemaRef>, value: Value) {
         *self = Side::Parsed { schema, value };
@@ -183,40 +238,33 @@ impl<'a> Side<'a> {
 
     /// Write a parsed side back as data and schema text, as JsonConverter would give them to
     /// a plugin: strings as text, bytes as bytes, the rest as JSON; a null with a schema
-    /// default becomes the default.
-    pub fn write(&mut self) -> Result<(), TransformError> {
+    /// default becomes the default. `cache` keeps the schemas' texts.
+    pub fn write(&mut self, cache: &mut SchemaCache) -> Result<(), TransformError> {
         let Side::Parsed { schema, value } = self else {
             return Ok(());
         };
-        let schema_text = schema
-            .as_deref()
-            .map(|s| json::schema_to_json(s).map(|j| j.to_string()))
-            .transpose()
-            .map_err(TransformError::data)?;
-        let data = match (schema.as_deref(), &*value) {
+        let schema_text = schema.as_ref().map(|s| cache.text(s)).transpose()?;
+        let json = |schema: Option<&Schema>, value: &Value| {
+            let mut out = Vec::with_capacity(64);
+            json::write_json(schema, value, &mut out).map_err(TransformError::data)?;
+            // The writer writes UTF-8 only.
+            String::from_utf8(out).map_err(|e| TransformError::data(e.to_string()))
+        };
+        let data = match (schema.as_deref(), &mut *value) {
             // A null is a null (a tombstone for a value), whatever its schema says, unless the
             // schema has a default, which JsonConverter would write instead.
             (_, Value::Null) => match schema.as_deref().and_then(|s| s.default.as_ref()) {
-                Some(default) => Some(Data::Json(
-                    json::to_json(schema.as_deref(), default)
-                        .map_err(TransformError::data)?
-                        .to_string(),
-                )),
+                Some(default) => Some(Data::Json(json(schema.as_deref(), default)?)),
                 None => None,
             },
-            (Some(s), Value::String(text)) if s.kind == Type::String && s.name.is_none() => {
-                Some(Data::Text(text.clone()))
+            (Some(s), Value::String(_)) | (Some(s), Value::Bytes(_))
+                if !matches!(s.kind, Type::String | Type::Bytes) || s.name.is_some() =>
+            {
+                Some(Data::Json(json(Some(s), &*value)?))
             }
-            (None, Value::String(text)) => Some(Data::Text(text.clone())),
-            (Some(s), Value::Bytes(bytes)) if s.kind == Type::Bytes && s.name.is_none() => {
-                Some(Data::Bytes(bytes.clone()))
-            }
-            (None, Value::Bytes(bytes)) => Some(Data::Bytes(bytes.clone())),
-            (schema, value) => Some(Data::Json(
-                json::to_json(schema, value)
-                    .map_err(TransformError::data)?
-                    .to_string(),
-            )),
+            (_, Value::String(text)) => Some(Data::Text(std::mem::take(text))),
+            (_, Value::Bytes(bytes)) => Some(Data::Bytes(std::mem::take(bytes))),
+            (schema, value) => Some(Data::Json(json(schema, &*value)?)),
         };
         *self = Side::Written {
             data,
@@ -266,6 +314,22 @@ fn parse_data(
     let Some(data) = data else {
         return Ok((schema.map(|s| cache.get(s)).transpose()?, Value::Null));
     };
+    // Text and bytes without a schema need no JSON.
+    match (data, schema) {
+        (DataRef::Text(text), None) => {
+            return Ok((
+                implied_schema(&data, optional),
+                Value::String(text.to_owned()),
+            ));
+        }
+        (DataRef::Bytes(bytes), None) => {
+            return Ok((
+                implied_schema(&data, optional),
+                Value::Bytes(bytes.to_vec()),
+            ));
+        }
+        _ => {}
+    }
     let json = match data {
         DataRef::Json(text) => serde_json::from_str(text)
             .map_err(|e| TransformError::data(format!("the data is not JSON: {e}")))?,
@@ -275,25 +339,7 @@ fn parse_data(
             serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
         }
     };
-    match schema {
-        Some(text) => {
-            let schema = cache.get(text)?;
-            let value = json::to_connect(Some(&schema), &json).map_err(TransformError::data)?;
-            Ok((Some(schema), value))
-        }
-        None => match data {
-            DataRef::Text(text) => Ok((
-                implied_schema(&data, optional),
-                Value::String(text.to_owned()),
-            )),
-            DataRef::Bytes(bytes) => Ok((
-                implied_schema(&data, optional),
-                Value::Bytes(bytes.to_vec()),
-            )),
-            DataRef::Json(_) => Ok((
-                None,
-                json::to_connect(None, &json).map_err(TransformError::data)?,
-            )),
-        },
-    }
+    let schema = schema.map(|text| cache.get(text)).transpose()?;
+    let value = json::to_connect(schema.as_ref(), &json).map_err(TransformError::data)?;
+    Ok((schema, value))
 }

@@ -311,10 +311,7 @@ impl Transform for HeaderFrom {
         } else {
             "header copy"
         };
-        let side = self.target.side(record);
-        side.parse(cache)?;
-        let (schema, value) = side.get()?;
-        let (schema, value) = (schema.cloned(), value.clone());
+        let (schema, value) = self.target.side(record).take(cache)?;
         let mut added = Vec::with_capacity(self.fields.len());
         let Some(schema) = schema else {
             let map = require_map(&value, purpose)?;
@@ -364,6 +361,8 @@ impl Transform for HeaderFrom {
             self.target
                 .side(record)
                 .set(Some(updated), Value::Struct(out));
+        } else {
+            self.target.side(record).set(Some(schema), value);
         }
         record
             .headers
