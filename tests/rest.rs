@@ -551,6 +551,23 @@ async fn every_endpoint_over_http_with_its_error_cases() {
         .unwrap()["definition"]["group"]
         .clone();
     assert_eq!(group, "Transforms: route");
+    // Without a name the connector's own checks stop early; the transforms are still checked.
+    let (_, nameless) = api
+        .call(
+            Method::PUT,
+            "/connector-plugins/datagen/config/validate",
+            Some(json!({"transforms": "a", "transforms.a.type": "Nope"})),
+        )
+        .await;
+    assert!(
+        nameless["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["value"]["name"] == "transforms.a.type"
+                && !c["value"]["errors"].as_array().unwrap().is_empty()),
+        "{nameless}"
+    );
     // The plugin's validate runs with the config's grants: a directory it may not list is an
     // error of `directory` now, not a failed create later.
     let dir = input.display().to_string();

@@ -204,7 +204,12 @@ pub async fn validate(
         None => pairs.push(("connector.class".into(), plugin.spec.name.clone())),
     }
     let problems = match ConnectorConfig::from_pairs(pairs.clone()) {
-        Err(problems) => problems,
+        // The connector's own keys are wrong, so nothing more is asked of the worker or the
+        // plugin; the transforms are checked all the same (they need neither).
+        Err(mut problems) => {
+            problems.extend(transform::check(&pairs));
+            problems
+        }
         Ok(config) => herder.validate(&config).await?.1,
     };
     let value_of = |name: &str| {

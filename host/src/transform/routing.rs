@@ -59,7 +59,7 @@ pub const REGEX_ROUTER: &[OptionDef] = &[
         ty: "STRING",
         default: None,
         required: true,
-        doc: "Replacement string; $1, $2 ... refer to the regex's groups.",
+        doc: "The new topic; $1, $2 ... are the regex's groups, ${name} a named group, \\$ a dollar sign.",
     },
 ];
 
