@@ -510,13 +510,11 @@ impl DateFormat {
                     at += len;
                 }
                 'a' => {
-                    let rest = &text[at..];
-                    if rest.len() >= 2 && rest[..2].eq_ignore_ascii_case("AM") {
-                        pm = Some(false);
-                    } else if rest.len() >= 2 && rest[..2].eq_ignore_ascii_case("PM") {
-                        pm = Some(true);
-                    } else {
-                        return None;
+                    // `get`: the text is the record's, and may hold any character there.
+                    match text.get(at..at + 2) {
+                        Some(m) if m.eq_ignore_ascii_case("AM") => pm = Some(false),
+                        Some(m) if m.eq_ignore_ascii_case("PM") => pm = Some(true),
+                        _ => return None,
                     }
                     at += 2;
                 }
@@ -706,6 +704,8 @@ mod tests {
         // Lenient: month 13 is January of the next year.
         assert_eq!(f.parse("20231301"), f.parse("20240101"));
         assert!(DateFormat::new("yyyy-bb").is_err());
+        // Any text may come to be parsed: no panic on a character where AM/PM would be.
+        assert_eq!(DateFormat::new("ha").unwrap().parse("1é"), None);
         assert_eq!(
             DateFormat::new("EEE, d MMM yyyy").unwrap().format(0),
             "Thu, 1 Jan 1970"

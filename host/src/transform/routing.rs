@@ -426,12 +426,13 @@ fn literal_text(literal: &str) -> Option<String> {
             .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'))
         && trimmed.bytes().any(|b| b.is_ascii_digit());
     if numeric && let Some((unscaled, scale)) = super::json::parse_decimal(trimmed) {
-        let whole = scale <= 0 || unscaled % 10i128.pow(scale.min(38) as u32) == 0;
+        let power = |n: i32| 10i128.checked_pow(n.unsigned_abs());
+        let whole = scale <= 0 || unscaled == 0 || power(scale).is_some_and(|p| unscaled % p == 0);
         if whole {
             let value = if scale <= 0 {
-                unscaled.checked_mul(10i128.checked_pow((-scale) as u32).unwrap_or(0))
+                power(scale).and_then(|p| unscaled.checked_mul(p))
             } else {
-                Some(unscaled / 10i128.pow(scale as u32))
+                Some(power(scale).map_or(0, |p| unscaled / p))
             };
             if let Some(v) = value.filter(|v| i64::try_from(*v).is_ok()) {
                 return Some(v.to_string());
@@ -573,5 +574,30 @@ pub struct RecordIsTombstone;
 impl Predicate for RecordIsTombstone {
     fn test(&self, record: &Record<'_>) -> bool {
         record.value.is_null()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::literal_text;
+
+    #[test]
+    fn header_literals_are_normalized_as_connect_parses_them() {
+        for (literal, text) in [
+            ("42", Some("42")),
+            ("007", Some("7")),
+            ("1.50", Some("1.5")),
+            ("2.0", Some("2")),
+            ("0e-50", Some("0")),
+            ("true", Some("true")),
+            ("null", None),
+            ("hello world", Some("hello world")),
+            ("", Some("")),
+        ] {
+            assert_eq!(literal_text(literal).as_deref(), text, "{literal:?}");
+        }
+        // Any literal: no overflow on tiny or huge exponents.
+        let _ = literal_text("1e-50");
+        let _ = literal_text("1e400");
     }
 }
