@@ -539,7 +539,13 @@ impl TimestampConverter {
                 "nanoseconds" => millis.saturating_mul(1_000_000),
                 _ => millis,
             }),
-            Repr::Date => Value::Date(millis - millis.rem_euclid(MILLIS_PER_DAY)),
+            Repr::Date => Value::Date(
+                millis
+                    .checked_sub(millis.rem_euclid(MILLIS_PER_DAY))
+                    .ok_or_else(|| {
+                        TransformError::data(format!("{millis} ms is out of range for a Date"))
+                    })?,
+            ),
             Repr::Time => Value::Date(millis.rem_euclid(MILLIS_PER_DAY)),
             Repr::Timestamp => Value::Date(millis),
         })

@@ -550,14 +550,23 @@ impl DateFormat {
         if twelve_hour && pm == Some(true) || !twelve_hour && pm == Some(true) && hour < 12 {
             hour += 12;
         }
+        // Fields out of any calendar's range are no date (and would overflow the arithmetic).
+        const FIELD_LIMIT: i64 = 1_000_000_000;
+        let fields = [year, month, day, hour, minute, second, milli];
+        if fields
+            .iter()
+            .chain(&day_of_year)
+            .any(|f| f.abs() > FIELD_LIMIT)
+        {
+            return None;
+        }
         let days = match day_of_year {
             Some(doy) => days_from_civil(year, 1, 1) + doy - 1,
             None => days_from_civil(year, month, day),
         };
-        Some(
-            days * MILLIS_PER_DAY + hour * 3_600_000 + minute * 60_000 + second * 1000 + milli
-                - offset_minutes * 60_000,
-        )
+        days.checked_mul(MILLIS_PER_DAY)?
+            .checked_add(hour * 3_600_000 + minute * 60_000 + second * 1000 + milli)?
+            .checked_sub(offset_minutes * 60_000)
     }
 }
 
@@ -706,6 +715,7 @@ mod tests {
         assert!(DateFormat::new("yyyy-bb").is_err());
         // Any text may come to be parsed: no panic on a character where AM/PM would be.
         assert_eq!(DateFormat::new("ha").unwrap().parse("1é"), None);
+        assert_eq!(f.parse("99999999999999999"), None);
         assert_eq!(
             DateFormat::new("EEE, d MMM yyyy").unwrap().format(0),
             "Thu, 1 Jan 1970"
