@@ -188,11 +188,7 @@ impl Transform for Cast {
         let original = require_struct(&value, PURPOSE)?;
         let mut out = Struct::new(Arc::clone(&updated));
         for (index, field) in original.schema.fields.iter().enumerate() {
-            let v = if self.with_default {
-                original.get(index).clone()
-            } else {
-                original.values[index].clone()
-            };
+            let v = original.value(index, self.with_default);
             let v = match self.cast_for(&field.name) {
                 Some(kind) => cast_value(Some(&field.schema), &v, kind)?,
                 None => v,
@@ -630,11 +626,7 @@ impl Transform for TimestampConverter {
         };
         let mut out = Struct::new(Arc::clone(&updated));
         for (index, field) in original.schema.fields.iter().enumerate() {
-            let v = if self.with_default {
-                original.get(index).clone()
-            } else {
-                original.values[index].clone()
-            };
+            let v = original.value(index, self.with_default);
             let v = if field.name == self.field {
                 self.convert(&v, Some(repr_of(&field.schema)?))?
             } else {

@@ -245,6 +245,16 @@ impl Struct {
         }
     }
 
+    /// `Struct.get` (`with_default`) or `getWithoutDefault` of field `index`, copied
+    /// (`replace.null.with.default`).
+    pub fn value(&self, index: usize, with_default: bool) -> Value {
+        if with_default {
+            self.get(index).clone()
+        } else {
+            self.values[index].clone()
+        }
+    }
+
     /// `Struct.get` (`with_default`) or `getWithoutDefault`, by field name; `None`: no such
     /// field.
     pub fn get_named(&self, name: &str, with_default: bool) -> Option<&Value> {

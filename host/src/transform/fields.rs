@@ -97,15 +97,6 @@ impl LastSchema {
     }
 }
 
-/// A struct field's value, with or without its default (`replace.null.with.default`).
-fn field_value(value: &Struct, index: usize, with_default: bool) -> Value {
-    if with_default {
-        value.get(index).clone()
-    } else {
-        value.values[index].clone()
-    }
-}
-
 /// A struct's values, moved out, a null replaced by its field's default when `with_default`
 /// (`Struct.get` for every field; `getWithoutDefault` otherwise).
 fn into_fields(value: Struct, with_default: bool) -> Vec<Value> {
@@ -675,7 +666,7 @@ impl Transform for MaskField {
         let original = require_struct(&value, PURPOSE)?;
         let mut out = Struct::new(Arc::clone(&original.schema));
         for (index, field) in original.schema.fields.iter().enumerate() {
-            let v = field_value(original, index, self.with_default);
+            let v = original.value(index, self.with_default);
             let v = if self.fields.contains(&field.name) {
                 self.masked(&v)?
             } else {
@@ -1329,7 +1320,7 @@ impl Transform for SetSchemaMetadata {
             Value::Struct(original) => {
                 let mut out = Struct::new(Arc::clone(&updated));
                 for index in 0..updated.fields.len() {
-                    out.put(index, field_value(&original, index, self.with_default))
+                    out.put(index, original.value(index, self.with_default))
                         .map_err(put_error)?;
                 }
                 Value::Struct(out)
